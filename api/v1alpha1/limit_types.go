@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Algorithm is the counting algorithm a policy runs inside Redis.
+// +kubebuilder:validation:Enum=TokenBucket;SlidingWindow;FixedWindow;GCRA
+type Algorithm string
+
+const (
+	// AlgorithmTokenBucket refills requests/period continuously up to burst and debits each request.
+	AlgorithmTokenBucket Algorithm = "TokenBucket"
+	// AlgorithmSlidingWindow weights the previous window's count by its remaining overlap and adds the
+	// current window's count.
+	AlgorithmSlidingWindow Algorithm = "SlidingWindow"
+	// AlgorithmFixedWindow counts requests in aligned windows of one period.
+	AlgorithmFixedWindow Algorithm = "FixedWindow"
+	// AlgorithmGCRA is the generic cell rate algorithm: one timestamp per identity, smooth spacing,
+	// exact retry-after.
+	AlgorithmGCRA Algorithm = "GCRA"
+)
+
+// Limit is one rate: requests per period, with an optional burst.
+//
+// +kubebuilder:validation:XValidation:rule="duration(self.period) >= duration('1ms')",message="period must be at least 1ms",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="duration(self.period) <= duration('8760h')",message="period must be at most 8760h (one year)",fieldPath=".period"
+type Limit struct {
+	// name identifies the limit in replies, headers and metrics, for example "per-second".
+	// Unique within the policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// requests is how many requests (of cost 1) are allowed per period.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Requests int64 `json:"requests"`
+
+	// period is the length of the window, or the time in which a drained bucket refills, as a
+	// duration such as "1s", "1m", "1h" or "500ms".
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	Period metav1.Duration `json:"period"`
+
+	// burst is the most requests admitted at once after an idle spell, for TokenBucket (the
+	// bucket capacity) and GCRA (the burst tolerance). Defaults to requests. Not allowed for
+	// the window algorithms.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Burst *int64 `json:"burst,omitempty"`
+}
+
+// Cost is the weight a request debits.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.max) || self.max >= self.default",message="max must be at least default",fieldPath=".max"
+// +kubebuilder:validation:XValidation:rule="!has(self.header) || has(self.max)",message="a request-supplied cost (header) needs max to bound it",fieldPath=".max"
+type Cost struct {
+	// default is the cost of a request that does not state its own.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Default int64 `json:"default,omitempty"`
+
+	// header is an HTTP header from which a request may state its own cost (the Envoy front
+	// uses hits_addend instead). Unset means requests cannot choose their cost on HTTP.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Header string `json:"header,omitempty"`
+
+	// max is the largest cost a request may state; a request asking for more is refused.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Max *int64 `json:"max,omitempty"`
+}

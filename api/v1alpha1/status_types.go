@@ -1,0 +1,40 @@
+package v1alpha1
+
+// Condition types a RateLimitPolicy reports. Ready summarises the others.
+const (
+	// ConditionReady is True when the policy is compiled, its scripts are loaded and it is
+	// published to its namespace's snapshot.
+	ConditionReady = "Ready"
+	// ConditionScriptsLoaded is True when the policy's scripts are loaded on every Redis primary.
+	ConditionScriptsLoaded = "ScriptsLoaded"
+	// ConditionPublished is True when the policy is in its namespace's sidecar snapshot.
+	ConditionPublished = "Published"
+)
+
+// ScriptStatus is one Lua script a policy runs.
+type ScriptStatus struct {
+	// name is the script's name, for example "token_bucket".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// sha is the script's SHA1 digest, as EVALSHA takes it.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	SHA string `json:"sha"`
+}
+
+// SnapshotReference points at the sidecar snapshot carrying a policy.
+type SnapshotReference struct {
+	// name is the ConfigMap holding the snapshot, in the policy's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// version is the snapshot's content version (a hash of its policies).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+}

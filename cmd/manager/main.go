@@ -1,0 +1,107 @@
+// Command manager runs the ratelimit-operator control plane: the RateLimitPolicy controller
+// and admission webhooks, with health probes, secure metrics and leader election.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+)
+
+// options are the manager's command-line settings.
+type options struct {
+	metricsAddr   string
+	metricsSecure bool
+	probeAddr     string
+	leaderElect   bool
+	enableHTTP2   bool
+	webhookPort   int
+	certDir       string
+	redis         redisconn.Options
+	zap           zap.Options
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
+		"Address the metrics endpoint binds to (HTTPS by default); 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS with Kubernetes authentication and authorization.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader so only one manager replica reconciles at a time.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
+		"Serve HTTP/2 on the metrics and webhook servers (off: CVE-2023-44487 rapid reset).")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
+		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
+	o.redis.BindFlags(fs)
+	o.zap.BindFlags(fs)
+}
+
+func main() {
+	var o options
+	o.bind(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(o); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "manager exited")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	log := ctrl.Log.WithName("setup")
+	if err := o.redis.Validate(); err != nil {
+		return fmt.Errorf("redis flags: %w", err)
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), managerOptions(o))
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
+		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+func managerOptions(o options) ctrl.Options {
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metrics := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if o.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metrics,
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOpts}),
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "ratelimit-operator.policy.ratelimit.dev",
+	}
+}

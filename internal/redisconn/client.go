@@ -1,0 +1,67 @@
+package redisconn
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Credentials are the Redis AUTH user and password.
+type Credentials struct {
+	// Username is the ACL user; empty means the default user.
+	Username string
+	// Password is the user's password.
+	Password string
+}
+
+// LoadCredentials reads a mounted kubernetes.io/basic-auth Secret directory. A missing
+// "username" file means the default user; a missing "password" file is an error.
+func LoadCredentials(dir string) (Credentials, error) {
+	var c Credentials
+	user, err := os.ReadFile(filepath.Join(dir, "username"))
+	switch {
+	case err == nil:
+		c.Username = strings.TrimRight(string(user), "\r\n")
+	case !os.IsNotExist(err):
+		return c, fmt.Errorf("read redis username: %w", err)
+	}
+	pass, err := os.ReadFile(filepath.Join(dir, "password"))
+	if err != nil {
+		return c, fmt.Errorf("read redis password: %w", err)
+	}
+	c.Password = strings.TrimRight(string(pass), "\r\n")
+	return c, nil
+}
+
+// NewClient builds a client for o's topology. It does not connect: go-redis dials lazily, so a
+// Redis that is down at start-up is noticed by the first command, not here.
+func NewClient(o Options) (redis.UniversalClient, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	var creds Credentials
+	if o.CredentialsPath != "" {
+		var err error
+		if creds, err = LoadCredentials(o.CredentialsPath); err != nil {
+			return nil, fmt.Errorf("--redis-credentials-path: %w", err)
+		}
+	}
+	u := &redis.UniversalOptions{
+		Addrs:    o.Addrs,
+		DB:       o.DB,
+		Username: creds.Username,
+		Password: creds.Password,
+	}
+	switch o.Mode {
+	case ModeCluster:
+		return redis.NewClusterClient(u.Cluster()), nil
+	case ModeSentinel:
+		u.MasterName = o.MasterName
+		return redis.NewFailoverClient(u.Failover()), nil
+	default:
+		return redis.NewClient(u.Simple()), nil
+	}
+}

@@ -1,0 +1,18 @@
+// Package scheme builds the runtime.Scheme every binary and test of the operator uses.
+package scheme
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+)
+
+// New returns a scheme with the built-in Kubernetes types and the policy.ratelimit.dev API.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(policyv1alpha1.AddToScheme(s))
+	return s
+}
