@@ -137,7 +137,3 @@ type RateLimitPolicyList struct {
 	// items are the policies.
 	Items []RateLimitPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&RateLimitPolicy{}, &RateLimitPolicyList{})
-}

@@ -21,14 +21,14 @@ type Credentials struct {
 // "username" file means the default user; a missing "password" file is an error.
 func LoadCredentials(dir string) (Credentials, error) {
 	var c Credentials
-	user, err := os.ReadFile(filepath.Join(dir, "username"))
+	user, err := os.ReadFile(filepath.Join(dir, "username")) //nolint:gosec // the path is the operator's own flag
 	switch {
 	case err == nil:
 		c.Username = strings.TrimRight(string(user), "\r\n")
 	case !os.IsNotExist(err):
 		return c, fmt.Errorf("read redis username: %w", err)
 	}
-	pass, err := os.ReadFile(filepath.Join(dir, "password"))
+	pass, err := os.ReadFile(filepath.Join(dir, "password")) //nolint:gosec // the path is the operator's own flag
 	if err != nil {
 		return c, fmt.Errorf("read redis password: %w", err)
 	}

@@ -139,4 +139,3 @@ func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
 	}
 	t.Fatalf("%s never answered %d; last: %s", url, want, last)
 }
-

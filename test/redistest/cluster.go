@@ -153,17 +153,32 @@ func (c *Cluster) primaryForKey(n *Server, key string) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("CLUSTER KEYSLOT: %w", err)
 		}
-		ranges, err := rc.ClusterSlots(ctx).Result()
+		shards, err := rc.ClusterShards(ctx).Result()
 		if err != nil {
-			return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
+			return nil, fmt.Errorf("CLUSTER SHARDS: %w", err)
 		}
-		for _, r := range ranges {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-				return c.nodeByAddr(r.Nodes[0].Addr)
+		for _, sh := range shards {
+			if !servesSlot(sh, slot) {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return c.nodeByAddr(fmt.Sprintf("%s:%d", n.IP, n.Port))
+				}
 			}
 		}
 		return nil, fmt.Errorf("slot %d is not served", slot)
 	})
+}
+
+// servesSlot reports whether shard sh owns slot.
+func servesSlot(sh redis.ClusterShard, slot int64) bool {
+	for _, r := range sh.Slots {
+		if r.Start <= slot && slot <= r.End {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeByAddr returns the node listening on addr.
@@ -192,7 +207,7 @@ func withAdmin[T any](n *Server, fn func(context.Context, *redis.Client) (T, err
 	opts := n.Options()
 	opts.MaxRetries, opts.PoolSize = -1, 1
 	rc := redis.NewClient(opts)
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	return fn(ctx, rc)

@@ -329,10 +329,10 @@ func (s *Server) waitReady(p *process) error {
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, time.Second, time.Second
 	opts.MaxRetries, opts.PoolSize = -1, 1
 	c := redis.NewClient(opts)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	return poll(startTimeout, pollInterval, func() error {
 		if p.exited() {
-			return abort(fmt.Errorf("redis-server exited: %v", p.err))
+			return abort(fmt.Errorf("redis-server exited: %w", p.err))
 		}
 		// Probe the port first: go-redis logs every failed dial, which is noise here.
 		conn, err := net.DialTimeout("tcp", s.Addr(), time.Second)
