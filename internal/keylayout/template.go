@@ -1,0 +1,39 @@
+package keylayout
+
+// Template is a parsed key template. It is immutable and safe for concurrent use.
+type Template struct {
+	src  string
+	lits []string // literal text; lits[i] precedes vars[i], the last one ends the template
+	vars []varID  // variables in order of appearance
+	used varSet
+	// litLen is the total length of lits, precomputed for Expand's single allocation.
+	litLen int
+	// tag is the template text inside the hash tag, parsed; nil when there is none.
+	tag *Template
+	// tagSrc is the hash tag's text as written, without the braces.
+	tagSrc string
+}
+
+// String returns the template's source text.
+func (t *Template) String() string { return t.src }
+
+// Uses reports whether the template contains the variable ${name}.
+func (t *Template) Uses(name string) bool {
+	id, ok := lookupVar(name)
+	return ok && t.used.has(id)
+}
+
+// Vars returns the names of the variables the template uses, sorted and without duplicates.
+func (t *Template) Vars() []string { return t.used.names() }
+
+// HashTag returns the template's Redis hash tag: the text between its first literal '{' and
+// the first literal '}' after it, with ${...} variables as written. Variables count as opaque
+// text without braces, which EncodeValue guarantees for expanded values. ok is false when the
+// template has no tag or only an empty one ("{}"); Redis then hashes the whole key.
+//
+// When ok is true, every key expanded from the template hashes to the slot of the expanded
+// tag, unless the tag consists only of variables that all expand to empty text; ExpandTag
+// reports that case.
+func (t *Template) HashTag() (tag string, ok bool) {
+	return t.tagSrc, t.tag != nil
+}

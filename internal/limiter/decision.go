@@ -1,0 +1,82 @@
+package limiter
+
+import (
+	"fmt"
+	"time"
+)
+
+// Source says who made a decision.
+type Source string
+
+const (
+	// SourceRedis is a decision of the Lua script in Redis.
+	SourceRedis Source = "Redis"
+	// SourceDenyCache is a denial answered locally: Redis said no until a known time.
+	SourceDenyCache Source = "DenyCache"
+	// SourceFailOpen admitted without Redis (FailOpen).
+	SourceFailOpen Source = "FailOpen"
+	// SourceFailClosed denied without Redis (FailClosed).
+	SourceFailClosed Source = "FailClosed"
+	// SourceLocalCap decided without Redis by the in-process cap (LocalCap).
+	SourceLocalCap Source = "LocalCap"
+)
+
+// Decision is the answer to one check.
+type Decision struct {
+	// Allowed is true when the request may proceed.
+	Allowed bool
+	// Remaining is what is left of the tightest limit after this request (when allowed), or
+	// of the denying limit (when denied).
+	Remaining int64
+	// Limit is that limit's size: burst for TokenBucket and GCRA, requests for the windows.
+	Limit int64
+	// RetryAfter is how long a denied caller should wait; negative means never (the cost
+	// exceeds what the limit can ever hold). Zero when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is when the reported limit is back to full.
+	ResetAfter time.Duration
+	// DeniedBy is the name of the limit that denied, empty when allowed.
+	DeniedBy string
+	// Replayed is true when an idempotency key had been seen: the first decision, no debit.
+	Replayed bool
+	// Source says who decided; anything but SourceRedis and SourceDenyCache means Redis
+	// could not be asked.
+	Source Source
+	// Err is the Redis error behind a decision made without Redis.
+	Err error
+}
+
+// WithoutRedis reports whether Redis could not be asked and a failure mode decided.
+func (d Decision) WithoutRedis() bool {
+	return d.Source != SourceRedis && d.Source != SourceDenyCache
+}
+
+// decodeReply turns the script's 7-integer reply into a Decision.
+func decodeReply(p *Policy, v any) (Decision, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 7 {
+		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
+	}
+	var n [7]int64
+	for i, x := range arr {
+		if n[i], ok = x.(int64); !ok {
+			return Decision{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.script.Name, i, x)
+		}
+	}
+	d := Decision{
+		Allowed:    n[0] == 1,
+		Remaining:  n[1],
+		Limit:      n[2],
+		RetryAfter: time.Duration(n[3]) * time.Millisecond,
+		ResetAfter: time.Duration(n[4]) * time.Millisecond,
+		Replayed:   n[6] == 1,
+		Source:     SourceRedis,
+	}
+	if n[3] < 0 {
+		d.RetryAfter = -1
+	}
+	if idx := n[5]; idx > 0 && int(idx) <= len(p.Limits) {
+		d.DeniedBy = p.Limits[idx-1].Name
+	}
+	return d, nil
+}

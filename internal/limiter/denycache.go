@@ -1,0 +1,63 @@
+package limiter
+
+import (
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// denyCache remembers denials that Redis said are certain until a known time, so a caller
+// hammering a limit it already exhausted is answered in-process instead of costing a round
+// trip. A denial for cost c also covers any larger cost; a smaller cost asks Redis again.
+// Bounded: the least recently used entries are dropped.
+type denyCache struct {
+	entries *lru.Cache[denyKey, denyEntry]
+}
+
+type denyKey struct {
+	policy   *Policy
+	identity string
+}
+
+type denyEntry struct {
+	until    time.Time
+	cost     int64
+	decision Decision
+}
+
+func newDenyCache(size int) (*denyCache, error) {
+	c, err := lru.New[denyKey, denyEntry](size)
+	if err != nil {
+		return nil, err
+	}
+	return &denyCache{entries: c}, nil
+}
+
+// get returns a cached denial still in force for this check.
+func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (Decision, bool) {
+	k := denyKey{p, identity}
+	e, ok := c.entries.Get(k)
+	if !ok {
+		return Decision{}, false
+	}
+	if !now.Before(e.until) {
+		c.entries.Remove(k)
+		return Decision{}, false
+	}
+	if cost < e.cost {
+		return Decision{}, false
+	}
+	d := e.decision
+	d.Source = SourceDenyCache
+	d.RetryAfter = e.until.Sub(now)
+	d.ResetAfter = max(0, d.ResetAfter-now.Sub(e.until.Add(-e.decision.RetryAfter)))
+	return d, true
+}
+
+// put remembers a denial from Redis whose retry-after is known.
+func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now time.Time) {
+	if d.Allowed || d.RetryAfter <= 0 {
+		return
+	}
+	c.entries.Add(denyKey{p, identity}, denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})
+}

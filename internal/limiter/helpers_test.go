@@ -1,0 +1,69 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// algorithms lists every algorithm, for tests that run on each.
+var algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, GCRA}
+
+const testTemplate = "{rl:${namespace}/${policy}:${identity}}:${limit}:${slot}"
+
+var policySeq int
+
+// newPolicy builds a policy with a fresh name (so tests never share keys) from limits.
+func newPolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *Policy {
+	t.Helper()
+	policySeq++
+	c := PolicyConfig{Namespace: "test", Name: fmt.Sprintf("%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
+		Algorithm: alg, Limits: limits, StateKey: testTemplate,
+		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
+		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: mode}
+	if mode == LocalCap {
+		c.LocalCap = &LocalCapConfig{Requests: 3, Period: time.Hour, MaxIdentities: 100}
+	}
+	p, err := NewPolicy(c)
+	if err != nil {
+		t.Fatalf("NewPolicy: %v", err)
+	}
+	return p
+}
+
+func perHour(name string, n int64) Limit {
+	return Limit{Name: name, Requests: n, Period: time.Hour}
+}
+
+// standalone starts a real redis-server and returns a client on it.
+func standalone(t testing.TB) (*redistest.Server, redis.UniversalClient) {
+	t.Helper()
+	redistest.RequireRedis(t)
+	srv := redistest.StartServer(t)
+	return srv, srv.Client()
+}
+
+func newLimiter(t testing.TB, rdb redis.UniversalClient, o Options) *Limiter {
+	t.Helper()
+	l, err := New(rdb, o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// mustCheck runs a check that must be answered by Redis itself.
+func mustCheck(t testing.TB, l *Limiter, p *Policy, r Request) Decision {
+	t.Helper()
+	d := l.Check(context.Background(), p, r)
+	if d.Source != SourceRedis {
+		t.Fatalf("decision from %s, want Redis: %v", d.Source, d.Err)
+	}
+	return d
+}

@@ -1,0 +1,172 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options tune a Limiter. The zero value of each field picks the default noted.
+type Options struct {
+	// Timeout bounds one Redis call; past it the policy's failure mode decides. Default 50ms.
+	Timeout time.Duration
+	// Pipelining coalesces concurrent checks into pipelines. Default off; see Workers.
+	Pipelining bool
+	// Workers is how many pipelines may be in flight at once. Default 8.
+	Workers int
+	// MaxBatch caps the checks in one pipeline. Default 128.
+	MaxBatch int
+	// DenyCacheSize enables answering known denials locally, remembering up to this many
+	// (policy, identity) pairs. 0 disables.
+	DenyCacheSize int
+	// BreakerThreshold is how many consecutive Redis failures open the circuit. Default 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open circuit waits before probing. Default 250ms,
+	// doubling on failed probes up to 5s.
+	BreakerCooldown time.Duration
+	// Now is the clock for local decisions (deny cache, local cap, breaker). Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Timeout <= 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 128
+	}
+	if o.BreakerThreshold <= 0 {
+		o.BreakerThreshold = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = 250 * time.Millisecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Request is one check.
+type Request struct {
+	// Identity is the caller's identity, untrusted; it is encoded before entering a key.
+	Identity string
+	// Cost is the weight debited from every limit; values below 1 count as 1.
+	Cost int64
+	// RequestID, when set and the policy has idempotency, makes the check idempotent.
+	RequestID string
+}
+
+// Limiter answers checks against Redis (standalone, Cluster or Sentinel through
+// redis.UniversalClient). Safe for concurrent use.
+type Limiter struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	breaker *breaker
+	batch   *batcher
+	denies  *denyCache
+}
+
+// ErrCircuitOpen is the error of decisions made while the circuit breaker is open.
+var ErrCircuitOpen = errors.New("redis circuit breaker open")
+
+// ErrOverloaded is the error of decisions made because the pipeline queue was full.
+var ErrOverloaded = errors.New("redis pipeline queue full")
+
+// New returns a Limiter on rdb. Close it to stop its pipeline workers.
+func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
+	opts.defaults()
+	l := &Limiter{rdb: rdb, opts: opts,
+		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second)}
+	if opts.DenyCacheSize > 0 {
+		var err error
+		if l.denies, err = newDenyCache(opts.DenyCacheSize); err != nil {
+			return nil, fmt.Errorf("deny cache: %w", err)
+		}
+	}
+	if opts.Pipelining {
+		l.batch = newBatcher(rdb, opts.Workers, opts.MaxBatch, opts.Timeout)
+	}
+	return l, nil
+}
+
+// Close stops the pipeline workers. The Redis client is the caller's to close.
+func (l *Limiter) Close() {
+	if l.batch != nil {
+		l.batch.close()
+	}
+}
+
+// Check decides one request. It never returns an error: when Redis cannot answer in time,
+// the policy's failure mode decides and the Decision says so (Source, Err).
+func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
+	r.Cost = max(r.Cost, 1)
+	idempotent := r.RequestID != "" && p.idem != nil
+	now := l.opts.Now()
+	if l.denies != nil && !idempotent {
+		if d, ok := l.denies.get(p, r.Identity, r.Cost, now); ok {
+			return d
+		}
+	}
+	if !l.breaker.allow(now) {
+		return l.fallback(p, r, ErrCircuitOpen)
+	}
+	v, err := l.eval(ctx, p, r, idempotent)
+	if err != nil {
+		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+			l.breaker.failure(l.opts.Now())
+		}
+		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err))
+	}
+	l.breaker.success()
+	d, err := decodeReply(p, v)
+	if err != nil {
+		return l.fallback(p, r, err)
+	}
+	if l.denies != nil && !idempotent {
+		l.denies.put(p, r.Identity, r.Cost, d, now)
+	}
+	return d
+}
+
+// eval sends the script call, through the batcher when pipelining is on.
+func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent bool) (any, error) {
+	keys := p.Keys(r.Identity, r.RequestID)
+	args := p.args(r.Cost, idempotent)
+	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	if l.batch == nil {
+		return evalOne(ctx, l.rdb, p.script, keys, args)
+	}
+	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
+	if !l.batch.submit(c) {
+		return nil, ErrOverloaded
+	}
+	select {
+	case res := <-c.done:
+		return res.val, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for pipeline: %w", ctx.Err())
+	}
+}
+
+// fallback decides without Redis, by the policy's failure mode.
+func (l *Limiter) fallback(p *Policy, r Request, cause error) Decision {
+	now := l.opts.Now()
+	switch p.FailureMode {
+	case FailClosed:
+		return Decision{Allowed: false, RetryAfter: max(l.breaker.retryIn(now), time.Second),
+			Source: SourceFailClosed, Err: cause}
+	case LocalCap:
+		ok, rem, wait := p.local.take(r.Identity, r.Cost, now)
+		return Decision{Allowed: ok, Remaining: rem, Limit: p.local.requests, RetryAfter: wait,
+			Source: SourceLocalCap, Err: cause}
+	default:
+		return Decision{Allowed: true, Source: SourceFailOpen, Err: cause}
+	}
+}

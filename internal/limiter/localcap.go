@@ -1,0 +1,60 @@
+package limiter
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// localCap is the in-process fallback of a LocalCap policy: a fixed window per identity,
+// at most MaxIdentities of them (least recently used forgotten), so memory stays bounded
+// however many callers arrive while Redis is away.
+type localCap struct {
+	requests int64
+	period   time.Duration
+	windows  *lru.Cache[string, *localWindow]
+}
+
+type localWindow struct {
+	mu    sync.Mutex
+	start time.Time
+	count int64
+}
+
+func newLocalCap(c PolicyConfig) (*localCap, error) {
+	if c.FailureMode != LocalCap {
+		return nil, nil
+	}
+	lc := c.LocalCap
+	if lc == nil || lc.Requests < 1 || lc.Period < time.Millisecond || lc.MaxIdentities < 1 {
+		return nil, errors.New("LocalCap needs localCap with requests >= 1, period >= 1ms and maxIdentities >= 1")
+	}
+	cache, err := lru.New[string, *localWindow](lc.MaxIdentities)
+	if err != nil {
+		return nil, err
+	}
+	return &localCap{requests: lc.Requests, period: lc.Period, windows: cache}, nil
+}
+
+// take debits cost for identity and reports whether it fits, with the wait when it does not.
+func (c *localCap) take(identity string, cost int64, now time.Time) (bool, int64, time.Duration) {
+	w, ok := c.windows.Get(identity)
+	if !ok {
+		w = &localWindow{start: now}
+		if prev, found, _ := c.windows.PeekOrAdd(identity, w); found {
+			w = prev
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.Sub(w.start) >= c.period {
+		w.start, w.count = now, 0
+	}
+	if w.count+cost > c.requests {
+		return false, c.requests - w.count, c.period - now.Sub(w.start)
+	}
+	w.count += cost
+	return true, c.requests - w.count, 0
+}
