@@ -56,6 +56,20 @@ verify-generated: manifests generate ## Fail when generated files differ from wh
 test: manifests generate vet envtest redis ## Run every test against a real kube-apiserver + etcd and real redis-server.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
+.PHONY: bench
+bench: redis ## Print the limiter benchmark table (real redis-server + redis-benchmark) and run the Go benchmarks.
+	go run ./test/bench/limiter
+	go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/
+
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## Run every go-fuzz target for FUZZTIME each (default 30s); failures land in testdata/fuzz.
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
 ##@ Build
 
 .PHONY: build

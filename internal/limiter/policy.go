@@ -89,11 +89,14 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimits(c.Limits); err != nil {
+	if err := checkLimits(c.Algorithm, c.Limits); err != nil {
 		return nil, err
 	}
-	if c.TTL < time.Millisecond {
-		return nil, errors.New("ttl must be at least 1ms")
+	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
+		return nil, fmt.Errorf("ttl %s is shorter than the %s horizon %s: keys would expire while they still count", c.TTL, c.Algorithm, h)
+	}
+	if c.StateKey == "" {
+		return nil, errNoLayout
 	}
 	p := &Policy{PolicyConfig: c, script: s, ttlMS: strconv.FormatInt(c.TTL.Milliseconds(), 10)}
 	if p.state, err = keylayout.Parse(c.StateKey, stateVars...); err != nil {
@@ -107,6 +110,9 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 			return nil, errors.New("idempotency ttl must be at least 1ms")
 		}
 		p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
+	}
+	if err := checkLayout(c, p.state, p.idem); err != nil {
+		return nil, err
 	}
 	if p.local, err = newLocalCap(c); err != nil {
 		return nil, err
@@ -122,32 +128,81 @@ var (
 		keylayout.VarRequestID}
 )
 
-func checkLimits(ls []Limit) error {
+func checkLimits(a Algorithm, ls []Limit) error {
 	if len(ls) == 0 || len(ls) > MaxLimits {
 		return fmt.Errorf("a policy needs 1 to %d limits, got %d", MaxLimits, len(ls))
 	}
 	for i, l := range ls {
-		switch {
-		case l.Requests < 1:
-			return fmt.Errorf("limit %d (%s): requests must be at least 1", i, l.Name)
-		case l.Period < time.Millisecond:
-			return fmt.Errorf("limit %d (%s): period must be at least 1ms", i, l.Name)
-		case l.Burst < 0:
-			return fmt.Errorf("limit %d (%s): burst must not be negative", i, l.Name)
+		if err := checkLimit(a, l); err != nil {
+			return fmt.Errorf("limit %d (%s): %w", i, l.Name, err)
 		}
 	}
 	return nil
+}
+
+// maxVirtualTime bounds burst * T for TokenBucket and GCRA, so now + burst*T stays an exact
+// integer in Lua's doubles (2^53 µs from the epoch); 2^52 µs is about 142 years.
+const maxVirtualTime = 1 << 52
+
+func checkLimit(a Algorithm, l Limit) error {
+	switch {
+	case l.Requests < 1:
+		return errors.New("requests must be at least 1")
+	case l.Period < time.Millisecond:
+		return errors.New("period must be at least 1ms")
+	case l.Burst < 0:
+		return errors.New("burst must not be negative")
+	}
+	if a != TokenBucket && a != GCRA {
+		return nil
+	}
+	if l.Requests > l.Period.Microseconds() {
+		return fmt.Errorf("%d per %s is more than one request per microsecond, the finest %s step", l.Requests, l.Period, a)
+	}
+	if float64(burstOf(a, l))*float64(interval(l)) > maxVirtualTime {
+		return errors.New("burst * period / requests exceeds 142 years")
+	}
+	return nil
+}
+
+// interval is T, the µs one request occupies for TokenBucket and GCRA (rounded as in Lua).
+func interval(l Limit) int64 {
+	return (2*l.Period.Microseconds() + l.Requests) / (2 * l.Requests)
+}
+
+func burstOf(a Algorithm, l Limit) int64 {
+	if l.Burst == 0 || (a != TokenBucket && a != GCRA) {
+		return l.Requests
+	}
+	return l.Burst
+}
+
+// Horizon is the shortest TTL that keeps an algorithm exact: how long state can still matter
+// after the last write. FixedWindow: the longest period; SlidingWindow: twice it (a window is
+// read as the previous one during the next); TokenBucket and GCRA: the longest time to
+// refill from empty (burst * period / requests).
+func Horizon(a Algorithm, ls []Limit) time.Duration {
+	var h time.Duration
+	for _, l := range ls {
+		var need time.Duration
+		switch a {
+		case SlidingWindow:
+			need = 2 * l.Period
+		case TokenBucket, GCRA:
+			need = time.Duration(burstOf(a, l)*interval(l)) * time.Microsecond
+		default:
+			need = l.Period
+		}
+		h = max(h, need)
+	}
+	return max(h, time.Millisecond)
 }
 
 // limitArgs is the per-limit part of ARGV: requests, period in µs, burst.
 func limitArgs(a Algorithm, ls []Limit) []any {
 	out := make([]any, 0, 3*len(ls))
 	for _, l := range ls {
-		burst := l.Burst
-		if burst == 0 || (a != TokenBucket && a != GCRA) {
-			burst = l.Requests
-		}
-		out = append(out, l.Requests, l.Period.Microseconds(), burst)
+		out = append(out, l.Requests, l.Period.Microseconds(), burstOf(a, l))
 	}
 	return out
 }

@@ -4,6 +4,8 @@
 --              (window number = floor(now / period), count in that window). The window
 --              number is stored, not inferred from expiry, so a late expiry never merges
 --              two windows.
+-- A value that is not 16 bytes (or a key of another type: MGET reads it as nil) is
+--              treated as fresh state and overwritten on the next admitted write.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] > 0.
 -- ARGV[1]      cost: requests this request counts for (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= period).
@@ -15,12 +17,12 @@
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs.
 local KEYS_PER_LIMIT = 1
 
-local function check(i, vals, sec, usec, cost, requests, period, _, writes)
-  local now = sec * 1000000 + usec
+local function check(i, vals, now, cost, requests, period, _, writes)
   local win = math.floor(now / period)
   local count = 0
-  if vals[i] then
-    local w, c = struct.unpack('<dd', vals[i])
+  local v = vals[i]
+  if v and #v == 16 then
+    local w, c = struct.unpack('<dd', v)
     -- A clock that moved backwards keeps counting in the newest window seen.
     if w >= win then
       win, count = w, c

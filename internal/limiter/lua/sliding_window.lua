@@ -5,6 +5,8 @@
 -- KEYS[2i-1], KEYS[2i]  the two slot keys of limit i, all under one hash tag. Window number
 --              b uses KEYS[2i-1 + b % 2]; the client cannot know b (the clock is Redis's),
 --              so both are declared. Value: struct '<dd' (window number, count).
+-- A value that is not 16 bytes (or a key of another type: MGET reads it as nil) is
+--              treated as fresh state and overwritten on the next admitted write.
 -- KEYS[2n+1]   the idempotency key, present only when ARGV[3] > 0.
 -- ARGV[1]      cost: requests this request counts for (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every slot written (>= 2 * period: a slot is read as the
@@ -18,7 +20,7 @@
 local KEYS_PER_LIMIT = 2
 
 local function count_of(v, want)
-  if not v then
+  if not v or #v ~= 16 then
     return 0
   end
   local b, c = struct.unpack('<dd', v)
@@ -38,8 +40,7 @@ local function wait_for(prev, curr, elapsed, period, cost, requests)
   return (period - elapsed) + (1 - (requests - cost) / curr) * period
 end
 
-local function check(i, vals, sec, usec, cost, requests, period, _, writes)
-  local now = sec * 1000000 + usec
+local function check(i, vals, now, cost, requests, period, _, writes)
   local b = math.floor(now / period)
   local ci = 2 * i - 1 + b % 2
   local pi = 2 * i - b % 2
