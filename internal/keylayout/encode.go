@@ -19,11 +19,18 @@ const (
 
 const upperHex = "0123456789ABCDEF"
 
-// safeBytes marks the bytes that EncodeValue passes through unchanged: [A-Za-z0-9._@/+=-].
-// Notably absent: ':', '{', '}', '%', '#', whitespace, control bytes and non-ASCII bytes.
-var safeBytes = func() (t [256]bool) {
-	for _, r := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@/+=-" {
-		t[r] = true
+// passThrough lists the bytes that EncodeValue passes through unchanged. Notably absent:
+// ':', '{', '}', '%', '#', whitespace, control bytes and non-ASCII bytes.
+const passThrough = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@/+=-"
+
+// escapeCost is how many bytes encoding a byte adds: 0 for pass-through bytes, 2 for bytes
+// written as %XX. A table of counts keeps encodedLen's loop free of branches.
+var escapeCost = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 2
+	}
+	for i := 0; i < len(passThrough); i++ {
+		t[passThrough[i]] = 0
 	}
 	return t
 }()
@@ -41,16 +48,16 @@ var safeBytes = func() (t [256]bool) {
 // occurs in it, hashed and percent-encoded outputs cannot collide. Two distinct long values
 // collide only if their SHA-256 digests agree in the first 240 bits, which is negligible.
 //
-// A value of at most MaxEncodedLen pass-through bytes is returned as is, without allocating.
+// A value of at most MaxEncodedLen pass-through bytes is returned as is, without allocating;
+// the percent-encoded form allocates only the result, the hashed form also a copy of raw.
 func EncodeValue(raw string) string {
 	n, f := encodedLen(raw)
 	if f == formPlain {
 		return raw
 	}
-	var scratch [MaxEncodedLen]byte
 	var b strings.Builder
 	b.Grow(n)
-	b.Write(appendEncoded(scratch[:0], raw))
+	writeEncoded(&b, raw, f)
 	return b.String()
 }
 
@@ -61,6 +68,7 @@ const (
 	formPlain   form = iota // the value itself
 	formEscaped             // percent-encoded
 	formHashed              // '#' and a SHA-256 prefix
+	formUnknown             // not computed yet
 )
 
 // encodedLen returns the length and form of EncodeValue(raw).
@@ -70,9 +78,7 @@ func encodedLen(raw string) (int, form) {
 	}
 	n := len(raw)
 	for i := 0; i < len(raw); i++ {
-		if !safeBytes[raw[i]] {
-			n += 2
-		}
+		n += int(escapeCost[raw[i]])
 	}
 	switch {
 	case n > MaxEncodedLen:
@@ -86,7 +92,15 @@ func encodedLen(raw string) (int, form) {
 
 // appendEncoded appends EncodeValue(raw) to dst.
 func appendEncoded(dst []byte, raw string) []byte {
-	switch _, f := encodedLen(raw); f {
+	return appendEncodedForm(dst, raw, formUnknown)
+}
+
+// appendEncodedForm appends EncodeValue(raw) to dst; f is raw's form, or formUnknown.
+func appendEncodedForm(dst []byte, raw string, f form) []byte {
+	if f == formUnknown {
+		_, f = encodedLen(raw)
+	}
+	switch f {
 	case formPlain:
 		return append(dst, raw...)
 	case formEscaped:
@@ -96,11 +110,11 @@ func appendEncoded(dst []byte, raw string) []byte {
 	}
 }
 
-// appendEscaped appends raw with every byte outside safeBytes written as %XX.
+// appendEscaped appends raw with every byte outside passThrough written as %XX.
 func appendEscaped(dst []byte, raw string) []byte {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
-		if safeBytes[c] {
+		if escapeCost[c] == 0 {
 			dst = append(dst, c)
 			continue
 		}

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -11,37 +10,38 @@ import (
 // checkLayout enforces what the scripts need of the key templates: distinct keys for each
 // limit and window slot, one shared non-empty hash tag for every key of a call (one Cluster
 // slot), and untrusted values that cannot run into the text after them.
-func checkLayout(c PolicyConfig, state, idem *keylayout.Template) error {
+func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
+	var errs FieldErrors
 	if len(c.Limits) > 1 && !state.Uses(keylayout.VarLimit) {
-		return fmt.Errorf("state key %q must use ${%s}: with %d limits each needs its own key",
+		errs.add("keyLayout.state", "%q must use ${%s}: with %d limits each needs its own key",
 			state, keylayout.VarLimit, len(c.Limits))
 	}
 	if c.Algorithm == SlidingWindow && !state.Uses(keylayout.VarSlot) {
-		return fmt.Errorf("state key %q must use ${%s}: SlidingWindow keeps two window slots per limit",
+		errs.add("keyLayout.state", "%q must use ${%s}: SlidingWindow keeps two window slots per limit",
 			state, keylayout.VarSlot)
 	}
 	if err := checkDelimited(state); err != nil {
-		return fmt.Errorf("state key: %w", err)
+		errs.add("keyLayout.state", "%v", err)
 	}
 	multiKey := len(c.Limits) > 1 || c.Algorithm == SlidingWindow || idem != nil
 	tag, ok := state.HashTag()
 	if multiKey && !ok {
-		return fmt.Errorf("state key %q has no hash tag: a call touches several keys, which must share one {tag} to stay on one Cluster slot", state)
+		errs.add("keyLayout.state", "%q has no hash tag: a call touches several keys, which must share one non-empty {tag} to stay on one Cluster slot", state)
 	}
 	if idem == nil {
-		return nil
+		return errs
 	}
 	if !idem.Uses(keylayout.VarRequestID) {
-		return fmt.Errorf("idempotency key %q must use ${%s}", idem, keylayout.VarRequestID)
+		errs.add("keyLayout.idempotency", "%q must use ${%s}", idem, keylayout.VarRequestID)
 	}
 	if err := checkDelimited(idem); err != nil {
-		return fmt.Errorf("idempotency key: %w", err)
+		errs.add("keyLayout.idempotency", "%v", err)
 	}
-	if itag, _ := idem.HashTag(); itag != tag {
-		return fmt.Errorf("idempotency key %q has hash tag {%s}, state key %q has {%s}: they must share one tag",
+	if itag, _ := idem.HashTag(); ok && itag != tag {
+		errs.add("keyLayout.idempotency", "%q has hash tag {%s} but the state key %q has {%s}: every key of a call must share one tag (one Cluster slot)",
 			idem, itag, state, tag)
 	}
-	return nil
+	return errs
 }
 
 // checkDelimited requires each untrusted variable to end the template or be followed by ":"
@@ -65,5 +65,3 @@ func checkDelimited(t *keylayout.Template) error {
 	}
 	return nil
 }
-
-var errNoLayout = errors.New("state key template is required")

@@ -29,7 +29,7 @@ func newLocalCap(c PolicyConfig) (*localCap, error) {
 	}
 	lc := c.LocalCap
 	if lc == nil || lc.Requests < 1 || lc.Period < time.Millisecond || lc.MaxIdentities < 1 {
-		return nil, errors.New("LocalCap needs localCap with requests >= 1, period >= 1ms and maxIdentities >= 1")
+		return nil, errors.New("failureMode LocalCap needs localCap with requests >= 1, period >= 1ms and maxIdentities >= 1")
 	}
 	cache, err := lru.New[string, *localWindow](lc.MaxIdentities)
 	if err != nil {

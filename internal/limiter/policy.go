@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -83,42 +82,53 @@ type Policy struct {
 // MaxLimits is the most limits one policy may have.
 const MaxLimits = 8
 
-// NewPolicy checks c and prepares it.
+// NewPolicy checks c and prepares it. Its error is FieldErrors, naming every bad field.
 func NewPolicy(c PolicyConfig) (*Policy, error) {
 	s, err := ScriptFor(c.Algorithm)
 	if err != nil {
-		return nil, err
+		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
-	if err := checkLimits(c.Algorithm, c.Limits); err != nil {
-		return nil, err
-	}
+	p := &Policy{PolicyConfig: c, script: s}
+	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
-		return nil, fmt.Errorf("ttl %s is shorter than the %s horizon %s: keys would expire while they still count", c.TTL, c.Algorithm, h)
+		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
+			c.TTL, c.Algorithm, h, h)
 	}
-	if c.StateKey == "" {
-		return nil, errNoLayout
-	}
-	p := &Policy{PolicyConfig: c, script: s, ttlMS: strconv.FormatInt(c.TTL.Milliseconds(), 10)}
-	if p.state, err = keylayout.Parse(c.StateKey, stateVars...); err != nil {
-		return nil, fmt.Errorf("state key: %w", err)
-	}
-	if c.IdempotencyKey != "" {
-		if p.idem, err = keylayout.Parse(c.IdempotencyKey, idemVars...); err != nil {
-			return nil, fmt.Errorf("idempotency key: %w", err)
-		}
-		if c.IdempotencyTTL < time.Millisecond {
-			return nil, errors.New("idempotency ttl must be at least 1ms")
-		}
-		p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
-	}
-	if err := checkLayout(c, p.state, p.idem); err != nil {
-		return nil, err
+	errs = append(errs, p.parseTemplates()...)
+	if len(errs) == 0 {
+		errs = append(errs, checkLayout(c, p.state, p.idem)...)
 	}
 	if p.local, err = newLocalCap(c); err != nil {
-		return nil, err
+		errs.add("localCap", "%v", err)
 	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
+	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
 	p.limitArg, p.slots = limitArgs(c.Algorithm, c.Limits), slotValues(s.KeysPerLimit)
 	return p, nil
+}
+
+// parseTemplates parses the key templates into p.
+func (p *Policy) parseTemplates() FieldErrors {
+	var errs FieldErrors
+	var err error
+	if p.StateKey == "" {
+		errs.add("keyLayout.state", "a state key template is required")
+	} else if p.state, err = keylayout.Parse(p.StateKey, stateVars...); err != nil {
+		errs.add("keyLayout.state", "%v", err)
+	}
+	if p.IdempotencyKey == "" {
+		return errs
+	}
+	if p.idem, err = keylayout.Parse(p.IdempotencyKey, idemVars...); err != nil {
+		errs.add("keyLayout.idempotency", "%v", err)
+	}
+	if p.IdempotencyTTL < time.Millisecond {
+		errs.add("idempotency.ttl", "must be at least 1ms")
+	}
+	return errs
 }
 
 var (
@@ -128,45 +138,50 @@ var (
 		keylayout.VarRequestID}
 )
 
-func checkLimits(a Algorithm, ls []Limit) error {
+func checkLimits(a Algorithm, ls []Limit) FieldErrors {
+	var errs FieldErrors
 	if len(ls) == 0 || len(ls) > MaxLimits {
-		return fmt.Errorf("a policy needs 1 to %d limits, got %d", MaxLimits, len(ls))
+		errs.add("limits", "a policy needs 1 to %d limits, got %d", MaxLimits, len(ls))
 	}
 	for i, l := range ls {
-		if err := checkLimit(a, l); err != nil {
-			return fmt.Errorf("limit %d (%s): %w", i, l.Name, err)
+		if fe := checkLimit(a, l); fe != nil {
+			fe.Field = fmt.Sprintf("limits[%d].%s", i, fe.Field)
+			errs = append(errs, fe)
 		}
 	}
-	return nil
+	return errs
 }
 
 // maxVirtualTime bounds burst * T for TokenBucket and GCRA, so now + burst*T stays an exact
 // integer in Lua's doubles (2^53 µs from the epoch); 2^52 µs is about 142 years.
 const maxVirtualTime = 1 << 52
 
-func checkLimit(a Algorithm, l Limit) error {
+func checkLimit(a Algorithm, l Limit) *FieldError {
 	switch {
 	case l.Requests < 1:
-		return errors.New("requests must be at least 1")
+		return &FieldError{"requests", "must be at least 1"}
 	case l.Period < time.Millisecond:
-		return errors.New("period must be at least 1ms")
+		return &FieldError{"period", "must be at least 1ms"}
 	case l.Burst < 0:
-		return errors.New("burst must not be negative")
+		return &FieldError{"burst", "must not be negative"}
 	}
 	if a != TokenBucket && a != GCRA {
 		return nil
 	}
 	if l.Requests > l.Period.Microseconds() {
-		return fmt.Errorf("%d per %s is more than one request per microsecond, the finest %s step", l.Requests, l.Period, a)
+		return &FieldError{"requests", fmt.Sprintf("%d per %s is more than one request per microsecond, the finest %s step", l.Requests, l.Period, a)}
 	}
 	if float64(burstOf(a, l))*float64(interval(l)) > maxVirtualTime {
-		return errors.New("burst * period / requests exceeds 142 years")
+		return &FieldError{"burst", "burst * period / requests exceeds 142 years"}
 	}
 	return nil
 }
 
 // interval is T, the µs one request occupies for TokenBucket and GCRA (rounded as in Lua).
 func interval(l Limit) int64 {
+	if l.Requests < 1 {
+		return 0
+	}
 	return (2*l.Period.Microseconds() + l.Requests) / (2 * l.Requests)
 }
 

@@ -23,10 +23,10 @@ func TestNewPolicyRejects(t *testing.T) {
 	}{
 		{"unknown algorithm", func(c *PolicyConfig) { c.Algorithm = "Leaky" }, "unknown algorithm"},
 		{"no limits", func(c *PolicyConfig) { c.Limits = nil }, "1 to 8 limits"},
-		{"zero requests", func(c *PolicyConfig) { c.Limits[0].Requests = 0 }, "requests must be at least 1"},
-		{"sub-ms period", func(c *PolicyConfig) { c.Limits[0].Period = time.Microsecond }, "period must be at least 1ms"},
+		{"zero requests", func(c *PolicyConfig) { c.Limits[0].Requests = 0 }, "limits[0].requests: must be at least 1"},
+		{"sub-ms period", func(c *PolicyConfig) { c.Limits[0].Period = time.Microsecond }, "limits[0].period: must be at least 1ms"},
 		{"no ttl", func(c *PolicyConfig) { c.TTL = 0 }, "ttl"},
-		{"no state key", func(c *PolicyConfig) { c.StateKey = "" }, "state key template is required"},
+		{"no state key", func(c *PolicyConfig) { c.StateKey = "" }, "keyLayout.state: a state key template is required"},
 		{"bad template", func(c *PolicyConfig) { c.StateKey = "{rl:${user}}" }, "user"},
 		{"two limits without ${limit}", func(c *PolicyConfig) {
 			c.Limits = append(c.Limits, Limit{Name: "b", Requests: 2, Period: time.Second})
@@ -42,10 +42,10 @@ func TestNewPolicyRejects(t *testing.T) {
 		}, "must use ${requestId}"},
 		{"idempotency on another tag", func(c *PolicyConfig) {
 			c.IdempotencyKey, c.IdempotencyTTL = "{idem:${identity}}:${requestId}", time.Minute
-		}, "must share one tag"},
+		}, "keyLayout.idempotency"},
 		{"idempotency without ttl", func(c *PolicyConfig) {
 			c.IdempotencyKey = "{rl:${namespace}/${policy}:${identity}}:${requestId}"
-		}, "idempotency ttl"},
+		}, "idempotency.ttl"},
 		{"ttl below the horizon", func(c *PolicyConfig) { c.Limits[0].Period = time.Hour }, "shorter than the TokenBucket horizon 1h0m0s"},
 		{"faster than one per microsecond", func(c *PolicyConfig) {
 			c.Algorithm, c.Limits[0].Requests, c.Limits[0].Period = GCRA, 2000, time.Millisecond
