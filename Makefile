@@ -78,7 +78,7 @@ build: manifests generate ## Build the manager binary into bin/.
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig (webhooks off).
-	go run ./cmd/manager --health-probe-bind-address=:8081 --metrics-bind-address=0
+	go run ./cmd/manager --health-probe-bind-address=:8081 --metrics-bind-address=0 --webhooks=false
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine; none runs on the dev machines).

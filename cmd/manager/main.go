@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
 )
 
 // options are the manager's command-line settings.
@@ -26,6 +27,7 @@ type options struct {
 	probeAddr     string
 	leaderElect   bool
 	enableHTTP2   bool
+	webhooks      bool
 	webhookPort   int
 	certDir       string
 	redis         redisconn.Options
@@ -42,6 +44,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Elect a leader so only one manager replica reconciles at a time.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers (off: CVE-2023-44487 rapid reset).")
+	fs.BoolVar(&o.webhooks, "webhooks", true,
+		"Serve the RateLimitPolicy admission webhooks (needs tls.crt and tls.key in --webhook-cert-dir).")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
@@ -69,6 +73,11 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	if o.webhooks {
+		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr); err != nil {
+			return fmt.Errorf("set up webhooks: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
@@ -76,7 +85,7 @@ func run(o options) error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
-		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr)
+		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr, "webhooks", o.webhooks)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

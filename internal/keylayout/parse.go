@@ -184,7 +184,11 @@ func (b *braceChecker) finish() error {
 // setTag records the hash tag found by b and parses its text for ExpandTag. An empty tag
 // ("{}") is no tag: Redis hashes the whole key.
 func (t *Template) setTag(b *braceChecker) error {
-	if b.tagOpen < 0 || b.tagClose == b.tagOpen+1 {
+	if b.tagOpen < 0 {
+		return nil
+	}
+	if b.tagClose == b.tagOpen+1 {
+		t.emptyTag = true
 		return nil
 	}
 	src := t.src[b.tagOpen+1 : b.tagClose]

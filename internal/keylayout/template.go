@@ -12,7 +12,13 @@ type Template struct {
 	tag *Template
 	// tagSrc is the hash tag's text as written, without the braces.
 	tagSrc string
+	// emptyTag is true when the first brace pair is "{}", which Redis ignores.
+	emptyTag bool
 }
+
+// EmptyTag reports whether the template's first brace pair is the empty tag "{}", which
+// Redis ignores (it then hashes the whole key): almost always a mistake in a layout.
+func (t *Template) EmptyTag() bool { return t.emptyTag }
 
 // String returns the template's source text.
 func (t *Template) String() string { return t.src }

@@ -23,6 +23,14 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 	if err := checkDelimited(state); err != nil {
 		errs.add("keyLayout.state", "%v", err)
 	}
+	for _, t := range []struct {
+		field string
+		tmpl  *keylayout.Template
+	}{{"keyLayout.state", state}, {"keyLayout.idempotency", idem}} {
+		if t.tmpl != nil && t.tmpl.EmptyTag() {
+			errs.add(t.field, "%q starts with the empty hash tag {}, which Redis ignores (it hashes the whole key): put the identity inside, e.g. {rl:${identity}}", t.tmpl)
+		}
+	}
 	multiKey := len(c.Limits) > 1 || c.Algorithm == SlidingWindow || idem != nil
 	tag, ok := state.HashTag()
 	if multiKey && !ok {
@@ -38,8 +46,9 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 		errs.add("keyLayout.idempotency", "%v", err)
 	}
 	if itag, _ := idem.HashTag(); ok && itag != tag {
-		errs.add("keyLayout.idempotency", "%q has hash tag {%s} but the state key %q has {%s}: every key of a call must share one tag (one Cluster slot)",
-			idem, itag, state, tag)
+		sample := sampleValues(c)
+		errs.add("keyLayout.idempotency", "%q has hash tag {%s} but the state key %q has {%s}: for identity %q they hash to slots %d and %d; every key of a call must share one tag (one Cluster slot)",
+			idem, itag, state, tag, sample.Identity, keylayout.Slot(idem.Expand(sample)), keylayout.Slot(state.Expand(sample)))
 	}
 	return errs
 }
@@ -64,4 +73,13 @@ func checkDelimited(t *keylayout.Template) error {
 		}
 	}
 	return nil
+}
+
+// sampleValues are the variable values used to show the slots keys would land on.
+func sampleValues(c PolicyConfig) *keylayout.Values {
+	v := &keylayout.Values{Namespace: c.Namespace, Policy: c.Name, Identity: "alice", Slot: "0", RequestID: "req-1"}
+	if len(c.Limits) > 0 {
+		v.Limit = c.Limits[0].Name
+	}
+	return v
 }

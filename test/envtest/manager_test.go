@@ -31,7 +31,7 @@ func TestManagerServesProbes(t *testing.T) {
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metrics,
-		"--webhook-port", "0", "--redis-addrs", "127.0.0.1:1")
+		"--webhooks=false", "--redis-addrs", "127.0.0.1:1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start manager: %v", err)

@@ -1,0 +1,90 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+)
+
+// sensitivePath matches paths where admitting everything while Redis is down is a security
+// decision: logins, tokens, passwords, payments.
+var sensitivePath = regexp.MustCompile(`(?i)(login|logon|signin|sign-in|auth|token|password|passwd|otp|2fa|mfa|payment|checkout|charge|billing|transfer|withdraw)`)
+
+// Warnings are admitted-but-told remarks on a (defaulted) policy; old is nil on create.
+func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
+	var w []string
+	w = append(w, hotSlotWarning(p)...)
+	w = append(w, failOpenWarning(p)...)
+	if old != nil {
+		w = append(w, changeWarnings(old, p)...)
+	}
+	return w
+}
+
+// hotSlotWarning: a tag without ${identity} puts every caller of the policy on one Redis
+// Cluster slot (one node), unless the identity is Fixed on purpose (a global limit).
+func hotSlotWarning(p *v1alpha1.RateLimitPolicy) []string {
+	kl := p.Spec.KeyLayout
+	if kl == nil || kl.State == "" || onlyFixed(p.Spec.Identity) {
+		return nil
+	}
+	t, err := keylayout.Parse(kl.State)
+	if err != nil {
+		return nil
+	}
+	tag, ok := t.HashTag()
+	if ok && strings.Contains(tag, "${"+keylayout.VarIdentity+"}") {
+		return nil
+	}
+	return []string{fmt.Sprintf("spec.keyLayout.state: hash tag {%s} does not contain ${identity}: every caller shares one Redis Cluster slot, which becomes a hot key on one node", tag)}
+}
+
+func onlyFixed(id v1alpha1.Identity) bool {
+	for _, s := range id.Sources {
+		if s.Type != v1alpha1.IdentityFixed {
+			return false
+		}
+	}
+	return len(id.Sources) > 0
+}
+
+// failOpenWarning: FailOpen on login- or payment-like paths admits unlimited attempts while
+// Redis is away.
+func failOpenWarning(p *v1alpha1.RateLimitPolicy) []string {
+	if p.Spec.FailureMode != "" && p.Spec.FailureMode != v1alpha1.FailureModeFailOpen {
+		return nil
+	}
+	for _, m := range p.Spec.Match.HTTP {
+		for _, prefix := range m.PathPrefixes {
+			if sensitivePath.MatchString(prefix) {
+				return []string{fmt.Sprintf("spec.failureMode: FailOpen admits every request to %q while Redis is unavailable; login, token and payment paths usually want FailClosed or LocalCap", prefix)}
+			}
+		}
+	}
+	return nil
+}
+
+// changeWarnings: a new algorithm or key layout orphans the live counters; every caller
+// starts with a fresh quota.
+func changeWarnings(old, p *v1alpha1.RateLimitPolicy) []string {
+	var w []string
+	if old.Spec.Algorithm != p.Spec.Algorithm {
+		w = append(w, fmt.Sprintf("spec.algorithm: changing %s to %s orphans the live counters: every caller starts with a full quota, and the old keys linger until their TTL",
+			old.Spec.Algorithm, p.Spec.Algorithm))
+	}
+	if layout(old) != layout(p) {
+		w = append(w, fmt.Sprintf("spec.keyLayout: changing the state key from %q to %q orphans the live counters: every caller starts with a full quota, and the old keys linger until their TTL",
+			layout(old), layout(p)))
+	}
+	return w
+}
+
+func layout(p *v1alpha1.RateLimitPolicy) string {
+	if p.Spec.KeyLayout == nil {
+		return ""
+	}
+	return p.Spec.KeyLayout.State
+}
