@@ -15,13 +15,13 @@ type breaker struct {
 	cooldown    time.Duration
 	maxCooldown time.Duration
 
-	open atomic.Bool // fast path: closed breakers take no lock
+	open     atomic.Bool  // fast path: closed breakers take no lock
+	failures atomic.Int32 // consecutive failures; written under mu
 
-	mu       sync.Mutex
-	failures int
-	until    time.Time     // open until this time
-	wait     time.Duration // current cooldown
-	probing  bool          // a half-open probe is in flight
+	mu      sync.Mutex
+	until   time.Time     // open until this time
+	wait    time.Duration // current cooldown
+	probing bool          // a half-open probe is in flight
 }
 
 func newBreaker(threshold int, cooldown, maxCooldown time.Duration) *breaker {
@@ -44,12 +44,24 @@ func (b *breaker) allow(now time.Time) bool {
 
 // success records a call that Redis answered.
 func (b *breaker) success() {
-	if !b.open.Load() && b.failures == 0 {
+	if !b.open.Load() && b.failures.Load() == 0 {
 		return
 	}
 	b.mu.Lock()
-	b.failures, b.probing, b.wait = 0, false, b.cooldown
+	b.failures.Store(0)
+	b.probing, b.wait = false, b.cooldown
 	b.open.Store(false)
+	b.mu.Unlock()
+}
+
+// abandon records a call that ended without telling whether Redis is up (its caller went
+// away): a half-open probe is released so the next call probes instead.
+func (b *breaker) abandon() {
+	if !b.open.Load() {
+		return
+	}
+	b.mu.Lock()
+	b.probing = false
 	b.mu.Unlock()
 }
 
@@ -57,13 +69,13 @@ func (b *breaker) success() {
 func (b *breaker) failure(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failures++
+	n := b.failures.Add(1)
 	switch {
 	case b.probing:
 		b.probing = false
 		b.wait = min(2*b.wait, b.maxCooldown)
 		b.until = now.Add(b.wait)
-	case !b.open.Load() && b.failures >= b.threshold:
+	case !b.open.Load() && int(n) >= b.threshold:
 		b.until = now.Add(b.wait)
 		b.open.Store(true)
 	}

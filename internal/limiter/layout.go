@@ -23,14 +23,7 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 	if err := checkDelimited(state); err != nil {
 		errs.add("keyLayout.state", "%v", err)
 	}
-	for _, t := range []struct {
-		field string
-		tmpl  *keylayout.Template
-	}{{"keyLayout.state", state}, {"keyLayout.idempotency", idem}} {
-		if t.tmpl != nil && t.tmpl.EmptyTag() {
-			errs.add(t.field, "%q starts with the empty hash tag {}, which Redis ignores (it hashes the whole key): put the identity inside, e.g. {rl:${identity}}", t.tmpl)
-		}
-	}
+	errs = append(errs, checkEmptyTag("keyLayout.state", state)...)
 	multiKey := len(c.Limits) > 1 || c.Algorithm == SlidingWindow || idem != nil
 	tag, ok := state.HashTag()
 	if multiKey && !ok {
@@ -39,6 +32,7 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 	if idem == nil {
 		return errs
 	}
+	errs = append(errs, checkEmptyTag("keyLayout.idempotency", idem)...)
 	if !idem.Uses(keylayout.VarRequestID) {
 		errs.add("keyLayout.idempotency", "%q must use ${%s}", idem, keylayout.VarRequestID)
 	}
@@ -49,6 +43,14 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 		sample := sampleValues(c)
 		errs.add("keyLayout.idempotency", "%q has hash tag {%s} but the state key %q has {%s}: for identity %q they hash to slots %d and %d; every key of a call must share one tag (one Cluster slot)",
 			idem, itag, state, tag, sample.Identity, keylayout.Slot(idem.Expand(sample)), keylayout.Slot(state.Expand(sample)))
+	}
+	return errs
+}
+
+func checkEmptyTag(field string, t *keylayout.Template) FieldErrors {
+	var errs FieldErrors
+	if t.EmptyTag() {
+		errs.add(field, "%q starts with the empty hash tag {}, which Redis ignores (it hashes the whole key): put the identity inside, e.g. {rl:${identity}}", t)
 	}
 	return errs
 }

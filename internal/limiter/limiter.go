@@ -14,6 +14,8 @@ type Options struct {
 	// Timeout bounds one Redis call; past it the policy's failure mode decides. Default 50ms.
 	Timeout time.Duration
 	// Pipelining coalesces concurrent checks into pipelines. Default off; see Workers.
+	// Build the client with ContextTimeoutEnabled (redisconn does) so a stalled Redis
+	// releases pipeline workers at Timeout too; callers are released at Timeout either way.
 	Pipelining bool
 	// Workers is how many pipelines may be in flight at once. Default 8.
 	Workers int
@@ -118,8 +120,12 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	}
 	v, err := l.eval(ctx, p, r, idempotent)
 	if err != nil {
-		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+		// Our own timeout or a Redis error counts against Redis; a caller that went away
+		// (its context done) says nothing about Redis.
+		if ctx.Err() == nil {
 			l.breaker.failure(l.opts.Now())
+		} else {
+			l.breaker.abandon()
 		}
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err))
 	}
@@ -140,11 +146,12 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent boo
 	args := p.args(r.Cost, idempotent)
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	if l.batch == nil {
-		return evalOne(ctx, l.rdb, p.script, keys, args)
-	}
 	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
-	if !l.batch.submit(c) {
+	if l.batch == nil {
+		// go-redis honours context deadlines on the socket only with ContextTimeoutEnabled;
+		// waiting here enforces Timeout whatever the client's options.
+		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
+	} else if !l.batch.submit(c) {
 		return nil, ErrOverloaded
 	}
 	select {

@@ -54,6 +54,8 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 		DB:       o.DB,
 		Username: creds.Username,
 		Password: creds.Password,
+		// Per-call deadlines (the limiter's timeout) must cut socket reads short.
+		ContextTimeoutEnabled: true,
 	}
 	switch o.Mode {
 	case ModeCluster:
