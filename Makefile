@@ -38,7 +38,7 @@ generate: ## Generate DeepCopy methods for the API types.
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
-	gofmt -s -w $$(git ls-files '*.go')
+	gofmt -s -w $$(git ls-files '*.go' | grep -v zz_generated)
 
 .PHONY: vet
 vet: ## Run go vet.
