@@ -1,92 +1,88 @@
 package limiter
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // breaker is a circuit breaker for the Redis connection: after threshold consecutive
-// failures it opens, and checks go straight to the failure mode (microseconds, not a
-// timeout each) until cooldown passes; then one probe is let through. A failed probe
-// doubles the cooldown up to maxCooldown; a success closes the breaker.
+// failures it opens, and checks go straight to the failure mode (well under a microsecond,
+// not a timeout each). While open, a background probe (PING with its own, longer timeout)
+// runs after cooldown, doubling the wait up to maxCooldown while it fails; its first success
+// closes the breaker. No caller's request is spent probing, and a probe that must dial a new
+// connection is not cut short by the per-check timeout.
 type breaker struct {
-	threshold   int
-	cooldown    time.Duration
-	maxCooldown time.Duration
+	threshold    int32
+	cooldown     time.Duration
+	maxCooldown  time.Duration
+	probeTimeout time.Duration
+	probe        func(context.Context) error
 
-	open     atomic.Bool  // fast path: closed breakers take no lock
-	failures atomic.Int32 // consecutive failures; written under mu
+	open      atomic.Bool
+	failures  atomic.Int32
+	nextProbe atomic.Int64 // unix nanos of the next probe while open
 
-	mu      sync.Mutex
-	until   time.Time     // open until this time
-	wait    time.Duration // current cooldown
-	probing bool          // a half-open probe is in flight
+	stopOnce sync.Once
+	stop     chan struct{}
 }
 
-func newBreaker(threshold int, cooldown, maxCooldown time.Duration) *breaker {
-	return &breaker{threshold: threshold, cooldown: cooldown, maxCooldown: maxCooldown, wait: cooldown}
+func newBreaker(threshold int, cooldown, maxCooldown, probeTimeout time.Duration, probe func(context.Context) error) *breaker {
+	return &breaker{threshold: int32(threshold), cooldown: cooldown, maxCooldown: maxCooldown, //nolint:gosec // small config value
+		probeTimeout: probeTimeout, probe: probe, stop: make(chan struct{})}
 }
 
 // allow reports whether a call may go to Redis now.
-func (b *breaker) allow(now time.Time) bool {
-	if !b.open.Load() {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.probing || now.Before(b.until) {
-		return false
-	}
-	b.probing = true
-	return true
-}
+func (b *breaker) allow() bool { return !b.open.Load() }
 
 // success records a call that Redis answered.
 func (b *breaker) success() {
-	if !b.open.Load() && b.failures.Load() == 0 {
-		return
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
 	}
-	b.mu.Lock()
-	b.failures.Store(0)
-	b.probing, b.wait = false, b.cooldown
-	b.open.Store(false)
-	b.mu.Unlock()
 }
 
-// abandon records a call that ended without telling whether Redis is up (its caller went
-// away): a half-open probe is released so the next call probes instead.
-func (b *breaker) abandon() {
-	if !b.open.Load() {
-		return
-	}
-	b.mu.Lock()
-	b.probing = false
-	b.mu.Unlock()
-}
-
-// failure records a call Redis did not answer.
+// failure records a call Redis did not answer; the threshold-th in a row opens the breaker.
 func (b *breaker) failure(now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := b.failures.Add(1)
-	switch {
-	case b.probing:
-		b.probing = false
-		b.wait = min(2*b.wait, b.maxCooldown)
-		b.until = now.Add(b.wait)
-	case !b.open.Load() && int(n) >= b.threshold:
-		b.until = now.Add(b.wait)
-		b.open.Store(true)
+	if b.failures.Add(1) < b.threshold || !b.open.CompareAndSwap(false, true) {
+		return
+	}
+	b.nextProbe.Store(now.Add(b.cooldown).UnixNano())
+	go b.recover()
+}
+
+// recover probes Redis until it answers, then closes the breaker.
+func (b *breaker) recover() {
+	wait := b.cooldown
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-b.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.probeTimeout)
+		err := b.probe(ctx)
+		cancel()
+		if err == nil {
+			b.failures.Store(0)
+			b.open.Store(false)
+			return
+		}
+		wait = min(2*wait, b.maxCooldown)
+		b.nextProbe.Store(time.Now().Add(wait).UnixNano())
 	}
 }
 
-// retryIn is how long until the breaker lets a probe through (0 when closed).
+// retryIn is how long until the next probe (0 when closed).
 func (b *breaker) retryIn(now time.Time) time.Duration {
 	if !b.open.Load() {
 		return 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return max(0, b.until.Sub(now))
+	return max(0, time.Duration(b.nextProbe.Load()-now.UnixNano()))
 }
+
+// close stops a running probe loop.
+func (b *breaker) close() { b.stopOnce.Do(func() { close(b.stop) }) }

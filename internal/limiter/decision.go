@@ -51,32 +51,38 @@ func (d Decision) WithoutRedis() bool {
 	return d.Source != SourceRedis && d.Source != SourceDenyCache
 }
 
-// decodeReply turns the script's 7-integer reply into a Decision.
+// decodeReply turns the script's reply {code, retry_after_ms, reset_after_ms} into a
+// Decision; code = allowed + 2*replayed + 4*limit index + 64*remaining.
 func decodeReply(p *Policy, v any) (Decision, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 7 {
+	if !ok || len(arr) != 3 {
 		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
 	}
-	var n [7]int64
+	var n [3]int64
 	for i, x := range arr {
 		if n[i], ok = x.(int64); !ok {
 			return Decision{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.script.Name, i, x)
 		}
 	}
+	code := n[0]
+	idx := int(code>>2&15) - 1
+	if idx < 0 || idx >= len(p.Limits) {
+		return Decision{}, fmt.Errorf("script %s: reply names limit %d of %d", p.script.Name, idx+1, len(p.Limits))
+	}
 	d := Decision{
-		Allowed:    n[0] == 1,
-		Remaining:  n[1],
-		Limit:      n[2],
-		RetryAfter: time.Duration(n[3]) * time.Millisecond,
-		ResetAfter: time.Duration(n[4]) * time.Millisecond,
-		Replayed:   n[6] == 1,
+		Allowed:    code&1 == 1,
+		Replayed:   code&2 == 2,
+		Remaining:  code >> 6,
+		Limit:      p.size(idx),
+		RetryAfter: time.Duration(n[1]) * time.Millisecond,
+		ResetAfter: time.Duration(n[2]) * time.Millisecond,
 		Source:     SourceRedis,
 	}
-	if n[3] < 0 {
+	if n[1] < 0 {
 		d.RetryAfter = -1
 	}
-	if idx := n[5]; idx > 0 && int(idx) <= len(p.Limits) {
-		d.DeniedBy = p.Limits[idx-1].Name
+	if !d.Allowed {
+		d.DeniedBy = p.Limits[idx].Name
 	}
 	return d, nil
 }

@@ -26,8 +26,8 @@ type Options struct {
 	DenyCacheSize int
 	// BreakerThreshold is how many consecutive Redis failures open the circuit. Default 5.
 	BreakerThreshold int
-	// BreakerCooldown is how long an open circuit waits before probing. Default 250ms,
-	// doubling on failed probes up to 5s.
+	// BreakerCooldown is how long an open circuit waits before probing Redis in the
+	// background (PING). Default 250ms, doubling on failed probes up to 5s.
 	BreakerCooldown time.Duration
 	// Now is the clock for local decisions (deny cache, local cap, breaker). Default time.Now.
 	Now func() time.Time
@@ -83,8 +83,9 @@ var ErrOverloaded = errors.New("redis pipeline queue full")
 // New returns a Limiter on rdb. Close it to stop its pipeline workers.
 func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	opts.defaults()
-	l := &Limiter{rdb: rdb, opts: opts,
-		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second)}
+	l := &Limiter{rdb: rdb, opts: opts}
+	l.breaker = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second,
+		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	if opts.DenyCacheSize > 0 {
 		var err error
 		if l.denies, err = newDenyCache(opts.DenyCacheSize); err != nil {
@@ -97,8 +98,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-// Close stops the pipeline workers. The Redis client is the caller's to close.
+// Close stops the pipeline workers and the breaker's probe. The Redis client is the
+// caller's to close.
 func (l *Limiter) Close() {
+	l.breaker.close()
 	if l.batch != nil {
 		l.batch.close()
 	}
@@ -115,7 +118,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 			return d
 		}
 	}
-	if !l.breaker.allow(now) {
+	if !l.breaker.allow() {
 		return l.fallback(p, r, ErrCircuitOpen)
 	}
 	v, err := l.eval(ctx, p, r, idempotent)
@@ -124,8 +127,6 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 		// (its context done) says nothing about Redis.
 		if ctx.Err() == nil {
 			l.breaker.failure(l.opts.Now())
-		} else {
-			l.breaker.abandon()
 		}
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err))
 	}
@@ -158,7 +159,7 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent boo
 	case res := <-c.done:
 		return res.val, res.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for pipeline: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for redis: %w", ctx.Err())
 	}
 }
 

@@ -94,8 +94,9 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
 			c.TTL, c.Algorithm, h, h)
 	}
-	errs = append(errs, p.parseTemplates()...)
-	if len(errs) == 0 {
+	parseErrs := p.parseTemplates()
+	errs = append(errs, parseErrs...)
+	if len(parseErrs) == 0 {
 		errs = append(errs, checkLayout(c, p.state, p.idem)...)
 	}
 	if p.local, err = newLocalCap(c); err != nil {
@@ -204,7 +205,7 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 		case SlidingWindow:
 			need = 2 * l.Period
 		case TokenBucket, GCRA:
-			need = time.Duration(burstOf(a, l)*interval(l)) * time.Microsecond
+			need = time.Duration(min(float64(burstOf(a, l))*float64(interval(l)), maxVirtualTime)) * time.Microsecond
 		default:
 			need = l.Period
 		}
@@ -213,13 +214,25 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 	return max(h, time.Millisecond)
 }
 
-// limitArgs is the per-limit part of ARGV: requests, period in µs, burst.
+// limitArgs is the per-limit part of ARGV: T (µs per request) and burst for TokenBucket and
+// GCRA, requests and period in µs for the windows. Precomputing T here spares the script a
+// number to parse on every call.
 func limitArgs(a Algorithm, ls []Limit) []any {
-	out := make([]any, 0, 3*len(ls))
+	out := make([]any, 0, 2*len(ls))
 	for _, l := range ls {
-		out = append(out, l.Requests, l.Period.Microseconds(), burstOf(a, l))
+		if a == TokenBucket || a == GCRA {
+			out = append(out, interval(l), burstOf(a, l))
+		} else {
+			out = append(out, l.Requests, l.Period.Microseconds())
+		}
 	}
 	return out
+}
+
+// size is the limit's capacity as the script reports it: burst for TokenBucket and GCRA,
+// requests for the windows.
+func (p *Policy) size(i int) int64 {
+	return burstOf(p.Algorithm, p.Limits[i])
 }
 
 func slotValues(perLimit int) []string {

@@ -34,26 +34,68 @@ func DefaultIdempotencyKey(stateKey string) string {
 	return "{" + tag + "}:idem:${requestId}"
 }
 
+// Annotations recording what Default filled in, so a later edit that changes what the
+// default would be (a longer period, another algorithm) re-derives it, while a value the
+// user wrote is never touched. Without them a GitOps user who never wrote a TTL would have
+// every period increase refused until they wrote one.
+const (
+	// AnnotationDefaultedStateKey holds the state key template Default chose.
+	AnnotationDefaultedStateKey = "policy.ratelimit.dev/defaulted-state-key"
+	// AnnotationDefaultedTTL holds the TTL Default chose.
+	AnnotationDefaultedTTL = "policy.ratelimit.dev/defaulted-ttl"
+)
+
 // Default fills in what a policy may omit: a safe key layout and a TTL equal to the
-// algorithm's horizon. Fields the user set are never changed. The failure mode (FailOpen),
-// cost (1) and the other scalar defaults come from the CRD schema.
+// algorithm's horizon. Values the user wrote are never changed; values Default wrote earlier
+// (recorded in annotations) follow the spec. The failure mode (FailOpen), cost (1) and the
+// other scalar defaults come from the CRD schema.
 func Default(p *v1alpha1.RateLimitPolicy) {
 	s := &p.Spec
 	if s.KeyLayout == nil {
 		s.KeyLayout = &v1alpha1.KeyLayout{}
 	}
 	kl := s.KeyLayout
-	if kl.State == "" {
+	if owned(p, AnnotationDefaultedStateKey, kl.State) {
 		kl.State = DefaultStateKey(s.Algorithm)
+		annotate(p, AnnotationDefaultedStateKey, kl.State)
 	}
 	if s.Idempotency != nil && kl.Idempotency == "" {
 		kl.Idempotency = DefaultIdempotencyKey(kl.State)
 	}
-	if kl.TTL == nil {
+	if owned(p, AnnotationDefaultedTTL, ttlString(kl.TTL)) {
 		if h := limiter.Horizon(limiter.Algorithm(s.Algorithm), limits(s.Limits)); h > 0 {
 			kl.TTL = &metav1.Duration{Duration: roundUp(h)}
+			annotate(p, AnnotationDefaultedTTL, ttlString(kl.TTL))
 		}
 	}
+}
+
+// owned reports whether Default may (re)write a field: it is empty, or it still holds the
+// value Default recorded. A field the user changed loses its annotation.
+func owned(p *v1alpha1.RateLimitPolicy, annotation, current string) bool {
+	if current == "" {
+		return true
+	}
+	recorded, ok := p.Annotations[annotation]
+	if ok && recorded == current {
+		return true
+	}
+	delete(p.Annotations, annotation)
+	return false
+}
+
+func annotate(p *v1alpha1.RateLimitPolicy, key, value string) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[key] = value
+}
+
+func ttlString(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.Duration.String()
 }
 
 // roundUp rounds a TTL up to a whole second (or millisecond below one second), so the

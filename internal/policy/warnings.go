@@ -39,6 +39,9 @@ func hotSlotWarning(p *v1alpha1.RateLimitPolicy) []string {
 	if ok && strings.Contains(tag, "${"+keylayout.VarIdentity+"}") {
 		return nil
 	}
+	if !ok && t.Uses(keylayout.VarIdentity) { // no tag: Redis hashes the whole key, identity included
+		return nil
+	}
 	return []string{fmt.Sprintf("spec.keyLayout.state: hash tag {%s} does not contain ${identity}: every caller shares one Redis Cluster slot, which becomes a hot key on one node", tag)}
 }
 

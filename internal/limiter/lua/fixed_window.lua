@@ -4,20 +4,21 @@
 --              (window number = floor(now / period), count in that window). The window
 --              number is stored, not inferred from expiry, so a late expiry never merges
 --              two windows.
--- A value that is not 16 bytes (or a key of another type: MGET reads it as nil) is
---              treated as fresh state and overwritten on the next admitted write.
--- KEYS[n+1]    the idempotency key, present only when ARGV[3] > 0.
+--              A value that is not 16 bytes (or a key of another type) counts as
+--              fresh state and is overwritten on the next admitted write.
+-- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: requests this request counts for (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= period).
--- ARGV[3]      idempotency ttl in ms; 0 = no idempotency key.
--- ARGV[3i+1..3i+3] for limit i: requests, period in µs, unused (0).
--- Reply        {allowed 0|1, remaining, limit, retry_after_ms (-1: never, cost > requests),
---              reset_after_ms (end of the window), denying limit index (0 when allowed),
---              replayed 0|1}.
+-- ARGV[3]      idempotency ttl in ms; "0" = no idempotency key.
+-- ARGV[2i+2], ARGV[2i+3]  limit i: requests, period in µs.
+-- Reply        {code, retry_after_ms, reset_after_ms}: code = allowed(1) + 2*replayed +
+--              4*limit index + 64*remaining (tightest limit when allowed, denying limit when
+--              denied); retry_after -1: never (cost > requests). reset_after is the end of
+--              the window.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs.
 local KEYS_PER_LIMIT = 1
 
-local function check(i, vals, now, cost, requests, period, _, writes)
+local function check(i, vals, now, cost, requests, period, writes)
   local win = math.floor(now / period)
   local count = 0
   local v = vals[i]
@@ -30,13 +31,13 @@ local function check(i, vals, now, cost, requests, period, _, writes)
   end
   local reset = (win + 1) * period - now
   if cost > requests then
-    return false, requests - count, requests, -1, reset
+    return false, requests - count, -1, reset
   end
   if count + cost > requests then
-    return false, requests - count, requests, reset, reset
+    return false, requests - count, reset, reset
   end
   count = count + cost
   writes[#writes + 1] = KEYS[i]
   writes[#writes + 1] = struct.pack('<dd', win, count)
-  return true, requests - count, requests, 0, reset
+  return true, requests - count, 0, reset
 end

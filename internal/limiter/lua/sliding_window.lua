@@ -5,17 +5,18 @@
 -- KEYS[2i-1], KEYS[2i]  the two slot keys of limit i, all under one hash tag. Window number
 --              b uses KEYS[2i-1 + b % 2]; the client cannot know b (the clock is Redis's),
 --              so both are declared. Value: struct '<dd' (window number, count).
--- A value that is not 16 bytes (or a key of another type: MGET reads it as nil) is
---              treated as fresh state and overwritten on the next admitted write.
--- KEYS[2n+1]   the idempotency key, present only when ARGV[3] > 0.
+--              A value that is not 16 bytes (or a key of another type) counts as
+--              fresh state and is overwritten on the next admitted write.
+-- KEYS[2n+1]   the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: requests this request counts for (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every slot written (>= 2 * period: a slot is read as the
 --              previous window during the whole next window).
--- ARGV[3]      idempotency ttl in ms; 0 = no idempotency key.
--- ARGV[3i+1..3i+3] for limit i: requests, period in µs, unused (0).
--- Reply        {allowed 0|1, remaining, limit, retry_after_ms (-1: never, cost > requests),
---              reset_after_ms (until both windows are empty), denying limit index (0 when
---              allowed), replayed 0|1}.
+-- ARGV[3]      idempotency ttl in ms; "0" = no idempotency key.
+-- ARGV[2i+2], ARGV[2i+3]  limit i: requests, period in µs.
+-- Reply        {code, retry_after_ms, reset_after_ms}: code = allowed(1) + 2*replayed +
+--              4*limit index + 64*remaining (tightest limit when allowed, denying limit when
+--              denied); retry_after -1: never (cost > requests). reset_after is until both windows
+--              are empty.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET of 2n keys, n SETs.
 local KEYS_PER_LIMIT = 2
 
@@ -40,7 +41,7 @@ local function wait_for(prev, curr, elapsed, period, cost, requests)
   return (period - elapsed) + (1 - (requests - cost) / curr) * period
 end
 
-local function check(i, vals, now, cost, requests, period, _, writes)
+local function check(i, vals, now, cost, requests, period, writes)
   local b = math.floor(now / period)
   local ci = 2 * i - 1 + b % 2
   local pi = 2 * i - b % 2
@@ -53,13 +54,13 @@ local function check(i, vals, now, cost, requests, period, _, writes)
     reset = reset + period
   end
   if cost > requests then
-    return false, math.floor(math.max(0, requests - weight)), requests, -1, reset
+    return false, math.floor(math.max(0, requests - weight)), -1, reset
   end
   if weight + cost > requests then
-    return false, math.floor(math.max(0, requests - weight)), requests,
+    return false, math.floor(math.max(0, requests - weight)),
       wait_for(prev, curr, elapsed, period, cost, requests), reset
   end
   writes[#writes + 1] = KEYS[ci]
   writes[#writes + 1] = struct.pack('<dd', b, curr + cost)
-  return true, math.floor(requests - weight - cost), requests, 0, (b + 2) * period - now
+  return true, math.floor(requests - weight - cost), 0, (b + 2) * period - now
 end

@@ -1,0 +1,466 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+)
+
+// Templates used by several cases.
+const (
+	defaultState = "{rl:${namespace}/${policy}:${identity}}:${limit}"
+	defaultIdem  = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"
+	otherTagIdem = "{idem:${namespace}/${policy}:${identity}}:${requestId}"
+)
+
+// Slots of the sample keys for namespace "shop", policy "api-per-key", identity "alice",
+// request id "req-1", as redis-server's CLUSTER KEYSLOT reports them:
+//
+//	{rl:shop/api-per-key:alice}:per-second  -> 408
+//	{idem:shop/api-per-key:alice}:req-1     -> 3256
+const (
+	stateSlot = "408"
+	idemSlot  = "3256"
+)
+
+// rejectCase breaks the base policy one way. Default runs first unless raw is set.
+type rejectCase struct {
+	name   string
+	raw    bool // skip policy.Default: the object as the controller may find it stored
+	mutate func(p *v1alpha1.RateLimitPolicy)
+	field  string   // exact path of the error that names the problem
+	msgs   []string // fragments that error's message must contain
+	also   []string // other paths that may be reported for the same mistake
+}
+
+func twoWindows(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+	p.Spec.Limits = []v1alpha1.Limit{limit("per-second", 10, time.Second, 0), limit("per-minute", 100, time.Minute, 0)}
+}
+
+func sliding(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Algorithm = v1alpha1.AlgorithmSlidingWindow
+	p.Spec.Limits = []v1alpha1.Limit{limit("per-minute", 100, time.Minute, 0)}
+}
+
+var rejectCases = []rejectCase{
+	// One Cluster slot per call: every key shares one non-empty hash tag.
+	{name: "idempotency key on another hash tag than the state key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { idempotent(p); layout(p, "", otherTagIdem, 0) },
+		field:  "spec.keyLayout.idempotency",
+		msgs: []string{`"` + otherTagIdem + `"`, `"` + defaultState + `"`, "{idem:${namespace}/${policy}:${identity}}",
+			"{rl:${namespace}/${policy}:${identity}}", `identity "alice"`, "slots " + idemSlot + " and " + stateSlot}},
+	{name: "idempotency key outside any hash tag",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "rl:${namespace}/${policy}:${identity}:idem:${requestId}", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{"has hash tag {} but the state key", "every key of a call must share one tag"}},
+	{name: "request id inside the idempotency hash tag",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "{rl:${namespace}/${policy}:${identity}:${requestId}}", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{"has hash tag {rl:${namespace}/${policy}:${identity}:${requestId}}", "one Cluster slot"}},
+	{name: "no hash tag with SlidingWindow",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			sliding(p)
+			layout(p, "rl:${namespace}/${policy}:${identity}:${limit}:${slot}", "", 0)
+		},
+		field: "spec.keyLayout.state", msgs: []string{`"rl:${namespace}/${policy}:${identity}:${limit}:${slot}" has no hash tag`, "one Cluster slot"}},
+	{name: "no hash tag with two limits",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "rl:${identity}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`"rl:${identity}:${limit}" has no hash tag`}},
+	{name: "no hash tag with idempotency",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "rl:${namespace}/${policy}:${identity}", "", 0)
+		},
+		field: "spec.keyLayout.state", msgs: []string{"has no hash tag", "a call touches several keys"}},
+	{name: "empty hash tag in the state key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{}:rl:${identity}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`"{}:rl:${identity}:${limit}" starts with the empty hash tag {}`, "Redis ignores"}},
+	{name: "empty hash tag in a multi-key state key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{}:${identity}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"empty hash tag {}"}},
+	{name: "empty hash tag in the idempotency key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { idempotent(p); layout(p, "", "{}:idem:${requestId}", 0) },
+		field:  "spec.keyLayout.idempotency", msgs: []string{`"{}:idem:${requestId}" starts with the empty hash tag {}`}},
+
+	// Templates must hold what the script needs.
+	{name: "two limits without ${limit}",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{rl:${identity}}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`"{rl:${identity}}" must use ${limit}`, "with 2 limits"}},
+	{name: "SlidingWindow without ${slot}",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { sliding(p); layout(p, defaultState, "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"must use ${slot}", "SlidingWindow keeps two window slots"}},
+	{name: "idempotency without ${requestId}",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "{rl:${namespace}/${policy}:${identity}}:idem", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{"must use ${requestId}"}},
+
+	// A TTL must exist and cover the horizon.
+	{name: "no TTL (not defaulted)", raw: true,
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, defaultState, "", 0) },
+		field:  "spec.keyLayout.ttl", msgs: []string{"Required value", "a TTL is required"}},
+	{name: "no key layout at all (not defaulted)", raw: true,
+		mutate: func(*v1alpha1.RateLimitPolicy) {},
+		field:  "spec.keyLayout.ttl", msgs: []string{"Required value"}, also: []string{"spec.keyLayout.state"}},
+	{name: "FixedWindow TTL shorter than the window",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-minute", 100, time.Minute, 0)}
+			layout(p, "", "", 59*time.Second)
+		},
+		field: "spec.keyLayout.ttl", msgs: []string{"59s is shorter than the FixedWindow horizon 1m0s", "use at least 1m0s"}},
+	{name: "SlidingWindow TTL shorter than two windows",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { sliding(p); layout(p, "", "", time.Minute) },
+		field:  "spec.keyLayout.ttl", msgs: []string{"1m0s is shorter than the SlidingWindow horizon 2m0s", "use at least 2m0s"}},
+	{name: "TokenBucket TTL shorter than burst*period/requests",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "", "", time.Second) },
+		field:  "spec.keyLayout.ttl", msgs: []string{"1s is shorter than the TokenBucket horizon 2s", "use at least 2s"}},
+	{name: "GCRA TTL shorter than burst*period/requests",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-second", 5, time.Second, 10)}
+			layout(p, "", "", 1999*time.Millisecond)
+		},
+		field: "spec.keyLayout.ttl", msgs: []string{"1.999s is shorter than the GCRA horizon 2s", "use at least 2s"}},
+	{name: "TTL must cover the longest of several limits",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			twoWindows(p)
+			p.Spec.Limits[1] = limit("per-hour", 1000, time.Hour, 0)
+			layout(p, "", "", time.Minute)
+		},
+		field: "spec.keyLayout.ttl", msgs: []string{"horizon 1h0m0s", "use at least 1h0m0s"}},
+
+	// Malformed templates.
+	{name: "unknown variable",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${user}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`unknown variable "user" at offset 4`}},
+	{name: "unclosed brace",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"unclosed '{' at offset 0"}},
+	{name: "unbalanced closing brace",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "rl:${identity}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"unbalanced '}' at offset 14"}},
+	{name: "nested braces",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:{${identity}}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"nested '{' at offset 4"}},
+	{name: "dollar without braces ($x)",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}}:$x", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"'$' at offset 17 is not followed by '{'"}},
+	{name: "empty variable name",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}}:${}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`empty variable name "${}"`}},
+	{name: "unterminated variable",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:x}:${identity", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"unterminated variable", "missing '}'"}},
+	{name: "request id in the state key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}}:${requestId}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`variable "requestId" at offset 17 is not allowed here`}},
+	{name: "slot in the idempotency key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "{rl:${namespace}/${policy}:${identity}}:${slot}:${requestId}", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{`variable "slot"`, "is not allowed here"}},
+
+	// Untrusted values must be delimited.
+	{name: "identity followed by a character other than ':' or '}'",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}-x}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"${identity} must be followed by ':' or '}' or end the key, not '-'"}},
+	{name: "identity followed by a variable",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}${limit}}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"${identity} must be followed by ':' or '}'", "not '$'"}},
+	{name: "request id followed by a character other than ':' or '}'",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}.v1", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{"${requestId} must be followed by ':' or '}' or end the key, not '.'"}},
+
+	// Limits the scripts cannot run.
+	{name: "period below 1ms",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Limits[0].Period.Duration = 500 * time.Microsecond },
+		field:  "spec.limits[0].period", msgs: []string{"must be at least 1ms"}},
+	{name: "period below 1ms on the second limit",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			twoWindows(p)
+			p.Spec.Limits[1].Period.Duration = 0
+		},
+		field: "spec.limits[1].period", msgs: []string{"must be at least 1ms"}},
+	{name: "zero requests",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Limits[0].Requests = 0 },
+		field:  "spec.limits[0].requests", msgs: []string{"must be at least 1"}},
+	{name: "cost max below cost default",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Cost = &v1alpha1.Cost{Default: 5, Max: ptr[int64](2)} },
+		field:  "spec.cost.max", msgs: []string{"must be at least cost.default"}},
+	{name: "GCRA faster than one request per microsecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-ms", 2000, time.Millisecond, 0)}
+		},
+		field: "spec.limits[0].requests", msgs: []string{"2000 per 1ms is more than one request per microsecond, the finest GCRA step"}},
+	{name: "TokenBucket faster than one request per microsecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-second", 1000001, time.Second, 0)}
+		},
+		field: "spec.limits[0].requests", msgs: []string{"more than one request per microsecond", "TokenBucket"}},
+	{name: "burst * period / requests beyond 142 years",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-year", 1, 8760*time.Hour, 1000000000)}
+		},
+		field: "spec.limits[0].burst", msgs: []string{"exceeds 142 years"}},
+	{name: "no limits",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Limits = nil },
+		field:  "spec.limits", msgs: []string{"1 to 8 limits, got 0"}},
+	{name: "nine limits",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits = nil
+			for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
+				p.Spec.Limits = append(p.Spec.Limits, limit(n, 10, time.Second, 0))
+			}
+		},
+		field: "spec.limits", msgs: []string{"1 to 8 limits, got 9"}},
+	{name: "unknown algorithm",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = "LeakyBucket" },
+		field:  "spec.algorithm", msgs: []string{"LeakyBucket"}},
+	{name: "idempotency TTL below 1ms",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { idempotent(p); p.Spec.Idempotency.TTL.Duration = 0 },
+		field:  "spec.idempotency.ttl", msgs: []string{"must be at least 1ms"}},
+
+	// LocalCap needs its cap.
+	{name: "LocalCap without localCap",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = v1alpha1.FailureModeLocalCap },
+		field:  "spec.localCap", msgs: []string{"failureMode LocalCap needs localCap"}},
+	{name: "LocalCap with zero requests",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
+			p.Spec.LocalCap = &v1alpha1.LocalCap{Period: metav1.Duration{Duration: time.Second}, MaxIdentities: 100}
+		},
+		field: "spec.localCap", msgs: []string{"requests >= 1"}},
+
+	// Keys of one call on several slots: a tag that varies within a call.
+	{name: "${limit} inside the hash tag puts two limits on two slots",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{rl:${identity}:${limit}}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"{rl:${identity}:${limit}}"}},
+	{name: "${slot} inside the hash tag puts the two windows on two slots",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { sliding(p); layout(p, "{rl:${identity}:${slot}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"{rl:${identity}:${slot}}:${limit}"}},
+	// Distinct (limit, identity) pairs must give distinct keys: otherwise identity "b1"
+	// on limit "a" and identity "1" on limit "ab" share the key "{rl:shop}:ab1".
+	{name: "identity right after ${limit} lets two callers share a counter",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+			p.Spec.Limits = []v1alpha1.Limit{limit("a", 10, time.Second, 0), limit("ab", 10, time.Second, 0)}
+			layout(p, "{rl:${namespace}}:${limit}${identity}", "", 0)
+		},
+		field: "spec.keyLayout.state", msgs: []string{"{rl:${namespace}}:${limit}${identity}"}},
+}
+
+// TestCompileRejects runs each broken policy through Default and Compile and checks the field
+// path and message of the error that names the mistake.
+func TestCompileRejects(t *testing.T) {
+	for _, tc := range rejectCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base()
+			tc.mutate(p)
+			if !tc.raw {
+				policy.Default(p)
+			}
+			compiled, errs := policy.Compile(p)
+			if compiled != nil && len(errs) == 0 {
+				for _, k := range compiled.Keys("alice", "req-1") {
+					t.Logf("accepted key for alice: %q on slot %d", k, keylayout.Slot(k))
+				}
+			}
+			if compiled != nil && len(errs) > 0 {
+				t.Errorf("Compile returned both a policy and errors")
+			}
+			assertErrors(t, errs, tc.field, tc.msgs, tc.also...)
+		})
+	}
+}
+
+// TestCompileReportsEveryProblem: one call reports all problems, each on its own path.
+func TestCompileReportsEveryProblem(t *testing.T) {
+	p := base()
+	p.Spec.Limits = append(p.Spec.Limits, limit("per-minute", 0, time.Microsecond, 0))
+	p.Spec.Cost = &v1alpha1.Cost{Default: 3, Max: ptr[int64](1)}
+	p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
+	layout(p, "{rl:${user}}", "", 0)
+	policy.Default(p)
+	_, errs := policy.Compile(p)
+	want := []string{"spec.limits[1].requests", "spec.cost.max", "spec.localCap", "spec.keyLayout.state"}
+	got := map[string]bool{}
+	for _, e := range errs {
+		got[e.Field] = true
+	}
+	for _, f := range want {
+		if !got[f] {
+			t.Errorf("no error on %s; got:\n%s", f, list(errs))
+		}
+	}
+}
+
+// TestCompileReportsLayoutAndLimitProblemsTogether: a layout problem is reported together
+// with a TTL or limit problem, so the user fixes both in one round.
+func TestCompileReportsLayoutAndLimitProblemsTogether(t *testing.T) {
+	for name, mutate := range map[string]func(p *v1alpha1.RateLimitPolicy){
+		"TTL too short": func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${identity}}", "", time.Second) },
+		"zero requests": func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits[1].Requests = 0
+			layout(p, "{rl:${identity}}", "", 0)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := base()
+			twoWindows(p)
+			mutate(p)
+			policy.Default(p)
+			_, errs := policy.Compile(p)
+			assertErrors(t, errs, "spec.keyLayout.state", []string{"must use ${limit}"}, "spec.keyLayout.ttl", "spec.limits[1].requests")
+		})
+	}
+}
+
+// TestCompileNoTTLReportedOnce: a missing TTL is reported as Required only, not also as
+// shorter than the horizon.
+func TestCompileNoTTLReportedOnce(t *testing.T) {
+	p := base()
+	layout(p, defaultState, "", 0)
+	_, errs := policy.Compile(p)
+	if len(errs) != 1 || errs[0].Type != field.ErrorTypeRequired || errs[0].Field != "spec.keyLayout.ttl" {
+		t.Fatalf("want exactly one Required error on spec.keyLayout.ttl, got:\n%s", list(errs))
+	}
+}
+
+// acceptCase is a valid variation of the base policy.
+type acceptCase struct {
+	name   string
+	mutate func(p *v1alpha1.RateLimitPolicy)
+}
+
+var acceptCases = []acceptCase{
+	{"base", func(*v1alpha1.RateLimitPolicy) {}},
+	{"single key without a hash tag", func(p *v1alpha1.RateLimitPolicy) {
+		layout(p, "rl:${namespace}/${policy}:${identity}", "", 0)
+	}},
+	{"identity ending the key", func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${policy}}:${limit}:${identity}", "", 0) }},
+	{"FixedWindow TTL exactly the window", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+		p.Spec.Limits = []v1alpha1.Limit{limit("per-minute", 100, time.Minute, 0)}
+		layout(p, "", "", time.Minute)
+	}},
+	{"SlidingWindow TTL exactly two windows", func(p *v1alpha1.RateLimitPolicy) {
+		sliding(p)
+		layout(p, "{rl:${identity}}:${limit}:${slot}", "", 2*time.Minute)
+	}},
+	{"TokenBucket TTL exactly burst*period/requests", func(p *v1alpha1.RateLimitPolicy) { layout(p, "", "", 2*time.Second) }},
+	{"GCRA TTL exactly burst*period/requests", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+		p.Spec.Limits = []v1alpha1.Limit{limit("per-second", 5, time.Second, 10)}
+		layout(p, "", "", 2*time.Second)
+	}},
+	{"GCRA at exactly one request per microsecond", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+		p.Spec.Limits = []v1alpha1.Limit{limit("per-ms", 1000, time.Millisecond, 0)}
+	}},
+	{"period of exactly 1ms", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Limits = []v1alpha1.Limit{limit("per-ms", 1, time.Millisecond, 0)}
+	}},
+	{"eight limits", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+		p.Spec.Limits = nil
+		for i, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+			p.Spec.Limits = append(p.Spec.Limits, limit(n, 10, time.Duration(i+1)*time.Second, 0))
+		}
+	}},
+	{"idempotency with the default layout", idempotent},
+	{"custom tag shared by state and idempotency keys", func(p *v1alpha1.RateLimitPolicy) {
+		idempotent(p)
+		layout(p, "{t:${identity}}:${limit}", "{t:${identity}}:${requestId}", 0)
+	}},
+	{"global limit with a Fixed identity and a tag without ${identity}", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Identity.Sources = []v1alpha1.IdentitySource{{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "all"}}}
+		layout(p, "{rl:${namespace}/${policy}}:${limit}", "", 0)
+	}},
+	{"cost max equal to cost default", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Cost = &v1alpha1.Cost{Default: 2, Header: "X-Cost", Max: ptr[int64](2)}
+	}},
+	{"LocalCap with its cap", func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
+		p.Spec.LocalCap = &v1alpha1.LocalCap{Requests: 2, Period: metav1.Duration{Duration: time.Minute}, MaxIdentities: 1000}
+	}},
+	{"FailClosed", func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = v1alpha1.FailureModeFailClosed }},
+	{"failure mode unset (the schema defaults it)", func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = "" }},
+	{"a longer TTL than needed", func(p *v1alpha1.RateLimitPolicy) { layout(p, "", "", 24*time.Hour) }},
+}
+
+// TestCompileAccepts compiles valid variations and checks that every key of one call lands on
+// one Cluster slot, which is what the layout rules exist for.
+func TestCompileAccepts(t *testing.T) {
+	for _, tc := range acceptCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base()
+			tc.mutate(p)
+			policy.Default(p)
+			compileOK(t, p)
+		})
+	}
+}
+
+// TestSamplesCompile: every sample under config/samples defaults and compiles, and draws no
+// warning (samples are meant to be copied).
+func TestSamplesCompile(t *testing.T) {
+	for file, p := range samples(t) {
+		t.Run(file, func(t *testing.T) {
+			policy.Default(p)
+			compileOK(t, p)
+			if w := policy.Warnings(nil, p); len(w) > 0 {
+				t.Errorf("sample draws warnings: %q", w)
+			}
+		})
+	}
+}
+
+// compileOK compiles p, failing on any error, and checks that the keys of one call (every
+// limit and slot, plus the idempotency key) share one Cluster slot.
+func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) {
+	t.Helper()
+	compiled, errs := policy.Compile(p)
+	if len(errs) > 0 || compiled == nil {
+		t.Fatalf("refused a valid policy:\n%s", list(errs))
+	}
+	for _, identity := range []string{"alice", "bob:{x}"} {
+		keys := compiled.Keys(identity, "req-1")
+		want := len(p.Spec.Limits)
+		if p.Spec.Algorithm == v1alpha1.AlgorithmSlidingWindow {
+			want *= 2
+		}
+		if p.Spec.Idempotency != nil {
+			want++
+		}
+		if len(keys) != want {
+			t.Fatalf("%d keys for %q, want %d: %q", len(keys), identity, want, keys)
+		}
+		for _, k := range keys[1:] {
+			if keylayout.Slot(k) != keylayout.Slot(keys[0]) {
+				t.Errorf("keys of one call on several slots: %q (%d) and %q (%d)", keys[0], keylayout.Slot(keys[0]), k, keylayout.Slot(k))
+			}
+		}
+		if len(keys) > 1 && !strings.Contains(keys[0], "{") {
+			t.Errorf("multi-key call without a hash tag: %q", keys)
+		}
+	}
+}
