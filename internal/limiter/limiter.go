@@ -17,7 +17,9 @@ type Options struct {
 	// Build the client with ContextTimeoutEnabled (redisconn does) so a stalled Redis
 	// releases pipeline workers at Timeout too; callers are released at Timeout either way.
 	Pipelining bool
-	// Workers is how many pipelines may be in flight at once. Default 8.
+	// Workers is how many pipelines may be in flight at once. Default 4: on loopback fewer,
+	// larger pipelines win (2 to 4 measured best on 2 cores); with a real network round trip
+	// more in flight may pay.
 	Workers int
 	// MaxBatch caps the checks in one pipeline. Default 128.
 	MaxBatch int
@@ -38,7 +40,7 @@ func (o *Options) defaults() {
 		o.Timeout = 50 * time.Millisecond
 	}
 	if o.Workers <= 0 {
-		o.Workers = 8
+		o.Workers = 4
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 128
@@ -144,7 +146,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 // eval sends the script call, through the batcher when pipelining is on.
 func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent bool) (any, error) {
 	keys := p.Keys(r.Identity, r.RequestID)
-	args := p.args(r.Cost, idempotent)
+	args := p.Args(r.Cost, idempotent)
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}

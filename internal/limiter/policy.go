@@ -75,6 +75,9 @@ type Policy struct {
 	ttlMS    string
 	idemMS   string
 	limitArg []any
+	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
+	// read-only by every such call: go-redis copies args into each command.
+	commonArgs []any
 	slots    []string
 	local    *localCap
 }
@@ -108,6 +111,7 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
 	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
 	p.limitArg, p.slots = limitArgs(c.Algorithm, c.Limits), slotValues(s.KeysPerLimit)
+	p.commonArgs = p.buildArgs(1, false)
 	return p, nil
 }
 
@@ -219,11 +223,12 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 // number to parse on every call.
 func limitArgs(a Algorithm, ls []Limit) []any {
 	out := make([]any, 0, 2*len(ls))
+	str := func(n int64) string { return strconv.FormatInt(n, 10) }
 	for _, l := range ls {
 		if a == TokenBucket || a == GCRA {
-			out = append(out, interval(l), burstOf(a, l))
+			out = append(out, str(interval(l)), str(burstOf(a, l)))
 		} else {
-			out = append(out, l.Requests, l.Period.Microseconds())
+			out = append(out, str(l.Requests), str(l.Period.Microseconds()))
 		}
 	}
 	return out
@@ -265,13 +270,21 @@ func (p *Policy) Keys(identity, requestID string) []string {
 	return keys
 }
 
-// args returns ARGV for one check.
-func (p *Policy) args(cost int64, idempotent bool) []any {
+// Args returns ARGV for one check, in the order the script reads it.
+// The slice is shared for the common case (cost 1, not idempotent): do not modify it.
+func (p *Policy) Args(cost int64, idempotent bool) []any {
+	if cost == 1 && !idempotent {
+		return p.commonArgs
+	}
+	return p.buildArgs(cost, idempotent)
+}
+
+func (p *Policy) buildArgs(cost int64, idempotent bool) []any {
 	idem := "0"
 	if idempotent {
 		idem = p.idemMS
 	}
 	out := make([]any, 0, 3+len(p.limitArg))
-	out = append(out, cost, p.ttlMS, idem)
+	out = append(out, strconv.FormatInt(cost, 10), p.ttlMS, idem)
 	return append(out, p.limitArg...)
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -64,12 +65,27 @@ func mustLoadScripts() map[Algorithm]*Script {
 		{FixedWindow, "fixed_window", 1},
 		{GCRA, "gcra", 1},
 	} {
-		src := mustRead("lua/"+s.name+".lua") + "\n" + driver
+		src := compose(mustRead("lua/"+s.name+".lua"), driver, s.keys)
 		sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
 		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src,
 			SHA: hex.EncodeToString(sum[:]), KeysPerLimit: s.keys, script: redis.NewScript(src)}
 	}
 	return out
+}
+
+// compose builds a script: the algorithm file's header (its protocol comment), the number of
+// keys per limit, then the driver with the algorithm's body (after "-- @body") inlined at
+// "-- @check". Inlining, rather than calling a function, spares Redis a closure and a call
+// per check.
+func compose(algorithm, driver string, keysPerLimit int) string {
+	header, body, ok := strings.Cut(algorithm, "-- @body")
+	if !ok || !strings.Contains(driver, "-- @check") {
+		panic("limiter scripts: missing -- @body or -- @check marker")
+	}
+	_, body, _ = strings.Cut(body, "\n") // drop the rest of the marker line
+	body = strings.TrimRight(body, "\n")
+	return fmt.Sprintf("%slocal KEYS_PER_LIMIT = %d\n%s", header, keysPerLimit,
+		strings.Replace(driver, "-- @check", body, 1))
 }
 
 func mustRead(name string) string {

@@ -1,15 +1,18 @@
--- driver.lua: the part every limiter script shares. The Go side appends it to an algorithm
--- file, which defines KEYS_PER_LIMIT and check(); the protocol (KEYS, ARGV, reply) is
--- documented in each algorithm file's header. Kept lean on purpose: every number parsed and
--- every reply element costs Redis main-thread time on each call.
-local cost = tonumber(ARGV[1])
+-- driver.lua: the part every limiter script shares. The Go side composes each script as the
+-- algorithm file's header, "local KEYS_PER_LIMIT = n", and this driver with the algorithm's
+-- body (the part after its @body marker line) inlined at the @check marker below. The
+-- protocol (KEYS, ARGV, reply) is documented in each algorithm file's header. Kept lean on
+-- purpose: every number parsed, function created and table allocated costs Redis
+-- main-thread time on every call, so the body runs inline and new state is written back
+-- into vals.
+local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local idem = ARGV[3] ~= '0'
 local n = (#ARGV - 3) / 2
 local nstate = n * KEYS_PER_LIMIT
 
--- One MGET reads every state key and, when present, the idempotency key. (MGET also reads a
--- key of another type as nil instead of failing.)
-local vals = redis.call('MGET', unpack(KEYS, 1, idem and nstate + 1 or nstate))
+-- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
+-- those). MGET also reads a key of another type as nil instead of failing.
+local vals = redis.call('MGET', unpack(KEYS))
 
 -- A request id seen before gets its first (admitting) decision back and debits nothing.
 if idem then
@@ -22,12 +25,16 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local writes = {}
 local allowed, idx, worst = true, 0, 0
 local rem, rst = -1, 0
 for i = 1, n do
-  local ok, r, retry, reset = check(i, vals, now, cost,
-    tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i]), writes)
+  local a, b = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+  -- The body sets these; on admission it also puts the new state into vals (and false for a
+  -- key it leaves alone).
+  local ok, r, retry, reset
+  do
+    -- @check
+  end
   if not ok then
     -- The limit that must wait longest names the denial; -1 (never) outranks any wait.
     if allowed or (worst >= 0 and (retry < 0 or retry > worst)) then
@@ -50,9 +57,11 @@ if not allowed then
   end
   return {code, worst, rst}
 end
--- All limits admit: debit every one of them (all-or-nothing).
-for j = 1, #writes, 2 do
-  redis.call('SET', writes[j], writes[j + 1], 'PX', ARGV[2])
+-- All limits admit: write every new state (all-or-nothing).
+for k = 1, nstate do
+  if vals[k] then
+    redis.call('SET', KEYS[k], vals[k], 'PX', ARGV[2])
+  end
 end
 code = code + 1
 if idem then

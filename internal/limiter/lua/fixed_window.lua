@@ -16,28 +16,25 @@
 --              denied); retry_after -1: never (cost > requests). reset_after is the end of
 --              the window.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs.
-local KEYS_PER_LIMIT = 1
-
-local function check(i, vals, now, cost, requests, period, writes)
-  local win = math.floor(now / period)
-  local count = 0
-  local v = vals[i]
-  if v and #v == 16 then
-    local w, c = struct.unpack('<dd', v)
-    -- A clock that moved backwards keeps counting in the newest window seen.
-    if w >= win then
-      win, count = w, c
-    end
+-- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
+-- period.
+local requests, period = a, b
+local win = math.floor(now / period)
+local count = 0
+local v = vals[i]
+if v and #v == 16 then
+  local w, c = struct.unpack('<dd', v)
+  -- A clock that moved backwards keeps counting in the newest window seen.
+  if w >= win then
+    win, count = w, c
   end
-  local reset = (win + 1) * period - now
-  if cost > requests then
-    return false, requests - count, -1, reset
-  end
-  if count + cost > requests then
-    return false, requests - count, reset, reset
-  end
-  count = count + cost
-  writes[#writes + 1] = KEYS[i]
-  writes[#writes + 1] = struct.pack('<dd', win, count)
-  return true, requests - count, 0, reset
+end
+reset = (win + 1) * period - now
+if cost > requests then
+  ok, r, retry = false, requests - count, -1
+elseif count + cost > requests then
+  ok, r, retry = false, requests - count, reset
+else
+  ok, r, retry = true, requests - count - cost, 0
+  vals[i] = struct.pack('<dd', win, count + cost)
 end

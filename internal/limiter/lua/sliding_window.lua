@@ -18,49 +18,46 @@
 --              denied); retry_after -1: never (cost > requests). reset_after is until both windows
 --              are empty.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET of 2n keys, n SETs.
-local KEYS_PER_LIMIT = 2
-
-local function count_of(v, want)
-  if not v or #v ~= 16 then
-    return 0
+-- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
+-- period.
+local requests, period = a, b
+local bucket = math.floor(now / period)
+local ci = 2 * i - 1 + bucket % 2
+local pi = 2 * i - bucket % 2
+local curr, prev = 0, 0
+local v = vals[ci]
+if v and #v == 16 then
+  local w, c = struct.unpack('<dd', v)
+  if w == bucket then
+    curr = c
   end
-  local b, c = struct.unpack('<dd', v)
-  if b == want then
-    return c
-  end
-  return 0
 end
-
--- wait_for is how long until weight + cost fits, prev's weight draining over the window.
-local function wait_for(prev, curr, elapsed, period, cost, requests)
-  local need = prev * (period - elapsed) / period + curr + cost - requests
+v = vals[pi]
+if v and #v == 16 then
+  local w, c = struct.unpack('<dd', v)
+  if w == bucket - 1 then
+    prev = c
+  end
+end
+local elapsed = now - bucket * period
+local weight = prev * (period - elapsed) / period + curr
+reset = (bucket + 1) * period - now
+if curr > 0 then
+  reset = reset + period
+end
+if cost > requests then
+  ok, r, retry = false, math.floor(math.max(0, requests - weight)), -1
+elseif weight + cost > requests then
+  ok, r = false, math.floor(math.max(0, requests - weight))
   if prev > 0 and curr + cost <= requests then
-    return need * period / prev
+    -- Fits within this window once prev's weight has drained enough.
+    retry = (weight + cost - requests) * period / prev
+  else
+    -- Only after this window ends, with curr as the draining previous window.
+    retry = (period - elapsed) + (1 - (requests - cost) / curr) * period
   end
-  -- Only after this window ends, with curr as the draining previous window.
-  return (period - elapsed) + (1 - (requests - cost) / curr) * period
-end
-
-local function check(i, vals, now, cost, requests, period, writes)
-  local b = math.floor(now / period)
-  local ci = 2 * i - 1 + b % 2
-  local pi = 2 * i - b % 2
-  local curr = count_of(vals[ci], b)
-  local prev = count_of(vals[pi], b - 1)
-  local elapsed = now - b * period
-  local weight = prev * (period - elapsed) / period + curr
-  local reset = (b + 1) * period - now
-  if curr > 0 then
-    reset = reset + period
-  end
-  if cost > requests then
-    return false, math.floor(math.max(0, requests - weight)), -1, reset
-  end
-  if weight + cost > requests then
-    return false, math.floor(math.max(0, requests - weight)),
-      wait_for(prev, curr, elapsed, period, cost, requests), reset
-  end
-  writes[#writes + 1] = KEYS[ci]
-  writes[#writes + 1] = struct.pack('<dd', b, curr + cost)
-  return true, math.floor(requests - weight - cost), 0, (b + 2) * period - now
+else
+  ok, r, retry, reset = true, math.floor(requests - weight - cost), 0, (bucket + 2) * period - now
+  vals[ci] = struct.pack('<dd', bucket, curr + cost)
+  vals[pi] = false -- the previous window's slot is left as it is
 end

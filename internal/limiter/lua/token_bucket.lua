@@ -1,10 +1,10 @@
 -- token_bucket.lua: token bucket, any number of limits checked and debited atomically.
 --
--- State is one integer per limit: the Redis-clock time (µs) at which the bucket is full
+-- State is one integer per limit: the Redis-clock time in µs at which the bucket is full
 -- again. Tokens now = burst - (full_at - now) / T, where T is the refill time of one token
--- (period / requests, in whole µs, computed by the client). One integer keeps the key small
--- (Redis stores it int-encoded) and the arithmetic exact: no rounding can admit an extra
--- request.
+-- (period / requests in whole µs, computed by the client). Whole microseconds keep the
+-- arithmetic exact (no rounding can admit an extra request), and an integer value keeps the
+-- key small (Redis stores it int-encoded, 16 bytes less than an 8-byte binary string).
 --
 -- KEYS[1..n]   one state key per limit, all under one hash tag. A value that is not an
 --              integer (or a key of another type) counts as a full bucket and is
@@ -20,23 +20,20 @@
 --              burst). reset_after is until that bucket is full. A denial writes nothing.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; no loops over
 --              data, no key names built here.
-local KEYS_PER_LIMIT = 1
-
-local function check(i, vals, now, cost, T, burst, writes)
-  local cap = burst * T
-  local full = tonumber(vals[i]) or now
-  if full < now then
-    full = now
-  end
-  local used = full - now
-  if cost > burst then
-    return false, math.max(0, math.floor((cap - used) / T)), -1, used
-  end
-  local after = used + cost * T
-  if after > cap then
-    return false, math.max(0, math.floor((cap - used) / T)), after - cap, used
-  end
-  writes[#writes + 1] = KEYS[i]
-  writes[#writes + 1] = now + after
-  return true, math.floor((cap - after) / T), 0, after
+-- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
+local T, burst = a, b
+local cap = burst * T
+local full = tonumber(vals[i]) or now
+if full < now then
+  full = now -- idle, or a clock that moved backwards (failover): refill nothing extra
+end
+local used = full - now
+local after = used + cost * T
+if cost > burst then
+  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)), -1, used
+elseif after > cap then
+  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)), after - cap, used
+else
+  ok, r, retry, reset = true, math.floor((cap - after) / T), 0, after
+  vals[i] = now + after
 end

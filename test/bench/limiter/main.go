@@ -26,6 +26,7 @@ type config struct {
 	concurrency int
 	identities  int
 	benchCalls  int
+	workers     int
 }
 
 func main() {
@@ -34,6 +35,7 @@ func main() {
 	flag.IntVar(&c.concurrency, "concurrency", 64, "concurrent callers")
 	flag.IntVar(&c.identities, "identities", 10000, "distinct identities")
 	flag.IntVar(&c.benchCalls, "redis-benchmark-calls", 300000, "calls per redis-benchmark run")
+	flag.IntVar(&c.workers, "workers", 0, "pipeline workers (0: the limiter's default)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "limiter-bench:", err)
@@ -75,16 +77,26 @@ type row struct {
 	ceiling    float64 // redis-benchmark -P 16 EVALSHA calls/s
 	direct     stats   // Go client, one round trip per check
 	piped      stats   // Go client, coalesced pipelines
-	bytesPerID float64
+	bytesPerID float64 // default layout, long names: {rl:default/api-per-key:user-00001234}:per-second
+	bytesShort float64 // default layout, short names: {rl:shop/api:user-00001234}:rps
 }
 
 func policyFor(alg limiter.Algorithm) (*limiter.Policy, error) {
+	return namedPolicy(alg, "default", "api-per-key", "per-second")
+}
+
+func shortPolicyFor(alg limiter.Algorithm) (*limiter.Policy, error) {
+	return namedPolicy(alg, "shop", "api", "rps")
+}
+
+// namedPolicy is a single-limit policy (100/s) with the default key layout.
+func namedPolicy(alg limiter.Algorithm, namespace, name, limit string) (*limiter.Policy, error) {
 	key := "{rl:${namespace}/${policy}:${identity}}:${limit}"
 	if alg == limiter.SlidingWindow {
 		key += ":${slot}"
 	}
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: "default", Name: "api-per-key",
-		Algorithm: alg, Limits: []limiter.Limit{{Name: "per-second", Requests: 100, Period: time.Second}},
+	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: namespace, Name: name,
+		Algorithm: alg, Limits: []limiter.Limit{{Name: limit, Requests: 100, Period: time.Second}},
 		StateKey: key, TTL: 2 * time.Second, FailureMode: limiter.FailOpen})
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -101,7 +113,10 @@ func measureAlgorithm(ctx context.Context, rdb *redis.Client, srv *server, c con
 	}
 	r := row{name: p.Script().Name}
 	keys := p.Keys("user-__rand_int__", "")
-	args := []string{"1", "2000", "0", "100", "1000000", "100"}
+	var args []string
+	for _, a := range p.Args(1, false) {
+		args = append(args, fmt.Sprint(a))
+	}
 	if r.ceiling, r.redisUS, err = redisBenchmark(ctx, rdb, srv, c, p.Script().Source, keys, args); err != nil {
 		return r, err
 	}
@@ -109,7 +124,7 @@ func measureAlgorithm(ctx context.Context, rdb *redis.Client, srv *server, c con
 		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			return r, fmt.Errorf("flushall: %w", err)
 		}
-		l, err := limiter.New(rdb, limiter.Options{Pipelining: piped, Timeout: time.Second})
+		l, err := limiter.New(rdb, limiter.Options{Pipelining: piped, Workers: c.workers, Timeout: time.Second})
 		if err != nil {
 			return r, fmt.Errorf("limiter: %w", err)
 		}
@@ -129,20 +144,34 @@ func measureAlgorithm(ctx context.Context, rdb *redis.Client, srv *server, c con
 			r.direct = s
 		}
 	}
-	r.bytesPerID, err = bytesPerIdentity(ctx, rdb, c.identities, func(i int) error {
-		l, _ := limiter.New(rdb, limiter.Options{Timeout: time.Second})
-		if d := l.Check(ctx, p, limiter.Request{Identity: identity(i)}); d.WithoutRedis() {
-			return fmt.Errorf("check failed: %w", d.Err)
+	l, err := limiter.New(rdb, limiter.Options{Timeout: time.Second})
+	if err != nil {
+		return r, fmt.Errorf("limiter: %w", err)
+	}
+	defer l.Close()
+	check := func(p *limiter.Policy) func(int) error {
+		return func(i int) error {
+			if d := l.Check(ctx, p, limiter.Request{Identity: identity(i)}); d.WithoutRedis() {
+				return fmt.Errorf("check failed: %w", d.Err)
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	if r.bytesPerID, err = bytesPerIdentity(ctx, rdb, c.identities, check(p)); err != nil {
+		return r, err
+	}
+	short, err := shortPolicyFor(alg)
+	if err != nil {
+		return r, err
+	}
+	r.bytesShort, err = bytesPerIdentity(ctx, rdb, c.identities, check(short))
 	return r, err
 }
 
 func measureBaseline(ctx context.Context, rdb *redis.Client, srv *server, c config) (row, error) {
 	r := row{name: "baseline (HMGET+HMSET+PEXPIRE)"}
 	keys := []string{"{rl:default/api-per-key:user-__rand_int__}:per-second"}
-	args := []string{"100", "100", "1", "2000"}
+	args := []string{"100", "100", "1", "2000"} // refill/s, capacity, cost, ttl ms
 	var err error
 	if r.ceiling, r.redisUS, err = redisBenchmark(ctx, rdb, srv, c, baselineSrc, keys, args); err != nil {
 		return r, err
