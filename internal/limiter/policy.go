@@ -78,8 +78,8 @@ type Policy struct {
 	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
 	// read-only by every such call: go-redis copies args into each command.
 	commonArgs []any
-	slots    []string
-	local    *localCap
+	slots      []string
+	local      *localCap
 }
 
 // MaxLimits is the most limits one policy may have.
