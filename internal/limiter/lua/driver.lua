@@ -24,11 +24,12 @@ if idem then
 end
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Arithmetic coerces the numeric strings itself, a function call cheaper than tonumber.
+local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
 local rem, rst = -1, 0
 for i = 1, n do
-  local a, b = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+  local a, b = ARGV[2 + 2 * i] + 0, ARGV[3 + 2 * i] + 0
   -- The body sets these; on admission it also puts the new state into vals (and false for a
   -- key it leaves alone).
   local ok, r, retry, reset
