@@ -7,6 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -15,8 +21,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
 )
 
@@ -28,6 +36,7 @@ type options struct {
 	leaderElect   bool
 	enableHTTP2   bool
 	webhooks      bool
+	scriptResync  time.Duration
 	webhookPort   int
 	certDir       string
 	redis         redisconn.Options
@@ -47,6 +56,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.webhooks, "webhooks", true,
 		"Serve the RateLimitPolicy admission webhooks (needs tls.crt and tls.key in --webhook-cert-dir).")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	fs.DurationVar(&o.scriptResync, "script-resync", 10*time.Second,
+		"How often the Lua scripts are checked on every Redis primary (SCRIPT EXISTS) and reloaded after a restart or SCRIPT FLUSH.")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
 	o.redis.BindFlags(fs)
@@ -69,9 +80,17 @@ func run(o options) error {
 	if err := o.redis.Validate(); err != nil {
 		return fmt.Errorf("redis flags: %w", err)
 	}
+	rdb, err := redisconn.NewClient(o.redis)
+	if err != nil {
+		return fmt.Errorf("redis client: %w", err)
+	}
+	defer func() { _ = rdb.Close() }()
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), managerOptions(o))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := controller.Setup(mgr, rdb, o.redis.Topology(), o.scriptResync); err != nil {
+		return fmt.Errorf("set up controllers: %w", err)
 	}
 	if o.webhooks {
 		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr); err != nil {
@@ -106,7 +125,11 @@ func managerOptions(o options) ctrl.Options {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return ctrl.Options{
-		Scheme:                 scheme.New(),
+		Scheme: scheme.New(),
+		// Only snapshot ConfigMaps are cached, not every ConfigMap of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
+		}},
 		Metrics:                metrics,
 		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOpts}),
 		HealthProbeBindAddress: o.probeAddr,

@@ -95,3 +95,20 @@ func splitAddrs(v string) []string {
 	}
 	return out
 }
+
+// Topology is the public part of the options, without credentials: what sidecars are told.
+type Topology struct {
+	// Mode is the topology.
+	Mode Mode
+	// Addrs are the endpoints.
+	Addrs []string
+	// MasterName is the Sentinel master name.
+	MasterName string
+	// DB is the logical database.
+	DB int
+}
+
+// Topology returns the options without the credentials path.
+func (o *Options) Topology() Topology {
+	return Topology{Mode: o.Mode, Addrs: append([]string(nil), o.Addrs...), MasterName: o.MasterName, DB: o.DB}
+}

@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// Finalizer keeps a policy until it is out of its namespace's snapshot.
+const Finalizer = "policy.ratelimit.dev/snapshot"
+
+// RedisRetry is how long a policy waits to re-check scripts while Redis is unavailable.
+const RedisRetry = 5 * time.Second
+
+// PolicyReconciler turns a RateLimitPolicy into running state and reports it: compiled with
+// the webhook's own rules, scripts loaded on every primary, present in the namespace's
+// snapshot. Writing the snapshot is the SnapshotReconciler's job (coalesced per namespace).
+type PolicyReconciler struct {
+	client.Client
+	// Scripts keeps the Lua scripts loaded.
+	Scripts *ScriptLoader
+	// Snapshots publishes namespaces and says what is published.
+	Snapshots *SnapshotReconciler
+	// Recorder emits events on Ready transitions.
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile implements reconcile.Reconciler: Get, finalizer, evaluate, deferred status patch.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	var p v1alpha1.RateLimitPolicy
+	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) //nolint:wrapcheck // not found ends here
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &p)
+	}
+	if controllerutil.AddFinalizer(&p, Finalizer) {
+		if err := r.Update(ctx, &p); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	before := p.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, &p); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	return r.evaluate(ctx, &p), nil
+}
+
+// evaluate sets every condition and says when to look again.
+func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
+	p.Status.ObservedGeneration = p.Generation
+	defaulted := p.DeepCopy()
+	policy.Default(defaulted)
+	compiled, errs := policy.Compile(defaulted)
+	if len(errs) > 0 {
+		msg := errs.ToAggregate().Error()
+		setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
+		setCondition(p, v1alpha1.ConditionReady, false, ReasonInvalidPolicy, msg)
+		p.Status.Scripts, p.Status.Snapshot = nil, nil
+		return ctrl.Result{}
+	}
+	s := compiled.Script()
+	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
+	res := ctrl.Result{}
+	if err := r.Scripts.Ensure(ctx); err != nil {
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonRedisUnavailable, err.Error())
+		res.RequeueAfter = RedisRetry
+	} else {
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
+	}
+	r.setPublished(p, policy.Snapshot(defaulted, compiled))
+	setReady(p)
+	return res
+}
+
+// setPublished reports whether the policy's compiled entry is in the published snapshot.
+func (r *PolicyReconciler) setPublished(p *v1alpha1.RateLimitPolicy, entry snapshot.Policy) {
+	version, ok, problem := r.Snapshots.Published(p.Namespace, entry)
+	switch {
+	case ok:
+		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
+		setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot "+snapshot.ConfigMapName+" version "+version)
+	case problem != "":
+		setCondition(p, v1alpha1.ConditionPublished, false, ReasonSnapshotTooLarge, problem)
+	default:
+		setCondition(p, v1alpha1.ConditionPublished, false, ReasonPending, "waiting for the namespace's snapshot to be written")
+	}
+}
+
+// patchStatus writes the status if it changed, and emits an event when Ready flips.
+func (r *PolicyReconciler) patchStatus(ctx context.Context, before, p *v1alpha1.RateLimitPolicy) error {
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if now != nil && (was == nil || was.Status != now.Status || was.Reason != now.Reason) && r.Recorder != nil {
+		kind := corev1.EventTypeNormal
+		if now.Status != "True" {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(p, nil, kind, now.Reason, "Reconcile", "%s", now.Message)
+	}
+	if equality.Semantic.DeepEqual(before.Status, p.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// finalize takes a deleted policy out of its namespace's snapshot, then lets it go.
+func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPolicy) error {
+	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		return nil
+	}
+	if err := r.Snapshots.Sync(ctx, p.Namespace); err != nil {
+		return fmt.Errorf("remove %s from snapshot: %w", p.Name, err)
+	}
+	controllerutil.RemoveFinalizer(p, Finalizer)
+	if err := r.Update(ctx, p); err != nil {
+		return fmt.Errorf("remove finalizer: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller: policy spec changes and deletions, changes of
+// what a namespace's snapshot holds (to report Published), and script-state changes.
+func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr). //nolint:wrapcheck // setup error reported as is
+							For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+							WatchesRawSource(source.Channel(r.Snapshots.Changed(), handler.EnqueueRequestsFromMapFunc(r.policiesIn))).
+							WatchesRawSource(source.Channel(r.Scripts.Changed(), handler.EnqueueRequestsFromMapFunc(r.allPolicies))).
+							Complete(r)
+}
+
+// policiesIn maps a snapshot change (an object in the namespace) to the namespace's policies.
+func (r *PolicyReconciler) policiesIn(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetNamespace()))
+}
+
+// allPolicies maps a script-state change to every policy.
+func (r *PolicyReconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requests(ctx)
+}
+
+func (r *PolicyReconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return out
+}

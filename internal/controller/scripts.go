@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// ErrRedisUnavailable wraps every failure to reach Redis while loading scripts.
+var ErrRedisUnavailable = errors.New("redis unavailable")
+
+// ScriptLoader keeps the limiter scripts loaded on every Redis primary: SCRIPT LOAD on each
+// primary (on Cluster, each node, not one routed connection), verified with SCRIPT EXISTS,
+// and checked again every Resync so a restart or SCRIPT FLUSH is repaired. It is a manager
+// Runnable; Changed tells the policy controller when the loaded state flips.
+type ScriptLoader struct {
+	// Client reaches Redis (standalone, Cluster or Sentinel).
+	Client redis.UniversalClient
+	// Resync is how often loaded scripts are checked. Default 10s.
+	Resync time.Duration
+	// Timeout bounds one round of loading. Default 5s.
+	Timeout time.Duration
+	// Log receives reload and failure messages.
+	Log logr.Logger
+
+	mu      sync.Mutex
+	loaded  bool
+	lastErr error
+	changed chan event.GenericEvent
+}
+
+// Changed delivers an event whenever the scripts' loaded state changes; the policy
+// controller re-evaluates its policies then.
+func (l *ScriptLoader) Changed() chan event.GenericEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan event.GenericEvent, 1)
+	}
+	return l.changed
+}
+
+// Loaded reports whether every script is known loaded on every primary, and the last error.
+func (l *ScriptLoader) Loaded() (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.loaded, l.lastErr
+}
+
+// Ensure loads the scripts if they are not known loaded. Cheap when they are.
+func (l *ScriptLoader) Ensure(ctx context.Context) error {
+	if ok, _ := l.Loaded(); ok {
+		return nil
+	}
+	return l.sync(ctx)
+}
+
+// Start implements manager.Runnable: a periodic check until ctx ends.
+func (l *ScriptLoader) Start(ctx context.Context) error {
+	t := time.NewTicker(l.resync())
+	defer t.Stop()
+	for {
+		if err := l.sync(ctx); err != nil {
+			l.Log.Info("scripts not loaded; will retry", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every replica may load.
+func (l *ScriptLoader) NeedLeaderElection() bool { return false }
+
+func (l *ScriptLoader) resync() time.Duration {
+	if l.Resync <= 0 {
+		return 10 * time.Second
+	}
+	return l.Resync
+}
+
+// sync checks every primary and loads what is missing; it records the outcome.
+func (l *ScriptLoader) sync(ctx context.Context) error {
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	reloaded, err := l.syncPrimaries(ctx)
+	if reloaded > 0 && err == nil {
+		scriptLoads.Add(float64(reloaded))
+		l.Log.Info("loaded limiter scripts", "scripts", reloaded)
+	}
+	if err != nil {
+		scriptLoadFailures.Inc()
+		err = fmt.Errorf("%w: %w", ErrRedisUnavailable, err)
+	}
+	l.record(err == nil, err)
+	return err
+}
+
+func (l *ScriptLoader) record(ok bool, err error) {
+	l.mu.Lock()
+	flipped := ok != l.loaded
+	l.loaded, l.lastErr = ok, err
+	ch := l.changed
+	l.mu.Unlock()
+	if flipped && ch != nil {
+		select {
+		case ch <- event.GenericEvent{}:
+		default: // one pending notification is enough
+		}
+	}
+}
+
+// syncPrimaries runs fn on each primary and returns how many scripts it had to load.
+func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
+	var mu sync.Mutex
+	total := 0
+	each := func(ctx context.Context, c *redis.Client) error {
+		n, err := ensureOn(ctx, c)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := l.Client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Client:
+		err = each(ctx, c)
+	default:
+		err = fmt.Errorf("unsupported redis client %T", l.Client)
+	}
+	return total, err //nolint:wrapcheck // wrapped by sync.
+}
+
+// ensureOn loads every script missing on one node and verifies them all.
+func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
+	scripts := limiter.Scripts()
+	shas := make([]string, len(scripts))
+	for i, s := range scripts {
+		shas[i] = s.SHA
+	}
+	exists, err := c.ScriptExists(ctx, shas...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("%s: SCRIPT EXISTS: %w", c.Options().Addr, err)
+	}
+	loaded := 0
+	for i, s := range scripts {
+		if exists[i] {
+			continue
+		}
+		sha, err := c.ScriptLoad(ctx, s.Source).Result()
+		if err != nil {
+			return loaded, fmt.Errorf("%s: SCRIPT LOAD %s: %w", c.Options().Addr, s.Name, err)
+		}
+		if sha != s.SHA {
+			return loaded, fmt.Errorf("%s: SCRIPT LOAD %s returned %s, want %s", c.Options().Addr, s.Name, sha, s.SHA)
+		}
+		loaded++
+	}
+	return loaded, nil
+}

@@ -1,0 +1,285 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// SnapshotReconciler publishes each namespace's snapshot ConfigMap. It is keyed by
+// namespace, not by policy: policy events are added to its queue after CoalesceDelay, and
+// the queue holds each namespace once, so a burst of changes costs one write per round, not
+// one per policy.
+type SnapshotReconciler struct {
+	client.Client
+	// Redis is the topology published to sidecars (never credentials).
+	Redis snapshot.Redis
+	// CoalesceDelay is how long policy events wait to be merged. Default 250ms.
+	CoalesceDelay time.Duration
+
+	mu        sync.Mutex
+	published map[string]publishedState // by namespace
+	changed   chan event.GenericEvent
+}
+
+// Changed delivers an event (its object names the namespace) whenever what is published in
+// a namespace changes, so the policy controller can report Published.
+func (r *SnapshotReconciler) Changed() chan event.GenericEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan event.GenericEvent, 1024)
+	}
+	return r.changed
+}
+
+// publishedState is what the last write or read of a namespace's ConfigMap holds.
+type publishedState struct {
+	version  string
+	policies map[string][32]byte // policy name -> hash of its compiled entry
+	problem  string              // why nothing could be published, e.g. too large
+}
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile rebuilds one namespace's snapshot and writes it if it changed.
+func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return ctrl.Result{}, r.Sync(ctx, req.Namespace)
+}
+
+// Sync builds the namespace's snapshot from its policies and makes the ConfigMap match:
+// created, updated, or deleted when no valid policy is left.
+func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("list policies in %s: %w", ns, err)
+	}
+	snap, owners, err := Build(ns, r.Redis, list.Items)
+	if err != nil {
+		return err
+	}
+	if len(snap.Policies) == 0 {
+		return r.remove(ctx, ns)
+	}
+	data, err := snap.Marshal()
+	if err != nil {
+		return err
+	}
+	if len(data) > snapshot.MaxBytes {
+		r.record(ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies is %d bytes, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), len(data), snapshot.MaxBytes)})
+		return nil
+	}
+	if err := r.write(ctx, ns, data, snap.Version, owners); err != nil {
+		return err
+	}
+	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
+	r.record(ns, stateOf(snap))
+	return nil
+}
+
+// Build compiles a namespace's policies (defaulted in memory, so policies stored without the
+// webhook still work) into a sealed snapshot, skipping invalid and deleting ones, and returns
+// the owner references of the policies it holds.
+func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	snap := &snapshot.Snapshot{Namespace: ns, Redis: redis, Scripts: []snapshot.Script{}, Policies: []snapshot.Policy{}}
+	var owners []metav1.OwnerReference
+	scripts := map[string]string{}
+	for i := range items {
+		if !items[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		p := items[i].DeepCopy()
+		policy.Default(p)
+		compiled, errs := policy.Compile(p)
+		if len(errs) > 0 {
+			continue
+		}
+		entry := policy.Snapshot(p, compiled)
+		snap.Policies = append(snap.Policies, entry)
+		scripts[entry.Script] = entry.SHA
+		owners = append(owners, metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(),
+			Kind: "RateLimitPolicy", Name: p.Name, UID: p.UID})
+	}
+	for name, sha := range scripts {
+		snap.Scripts = append(snap.Scripts, snapshot.Script{Name: name, SHA: sha})
+	}
+	sort.Slice(snap.Scripts, func(i, j int) bool { return snap.Scripts[i].Name < snap.Scripts[j].Name })
+	if err := snap.Seal(); err != nil {
+		return nil, nil, err
+	}
+	return snap, owners, nil
+}
+
+// write creates or updates the ConfigMap when its data, labels or owners differ.
+func (r *SnapshotReconciler) write(ctx context.Context, ns string, data []byte, version string, owners []metav1.OwnerReference) error {
+	var cm corev1.ConfigMap
+	key := types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}
+	err := r.Get(ctx, key, &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
+		fill(&cm, data, version, owners)
+		if err := r.Create(ctx, &cm); err != nil {
+			return fmt.Errorf("create snapshot %s: %w", key, err)
+		}
+		snapshotWrites.WithLabelValues("create").Inc()
+		logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", version, "bytes", len(data))
+		return nil
+	case err != nil:
+		return fmt.Errorf("get snapshot %s: %w", key, err)
+	}
+	want := cm.DeepCopy()
+	fill(want, data, version, owners)
+	if equalConfigMaps(&cm, want) {
+		return nil
+	}
+	if err := r.Update(ctx, want); err != nil {
+		return fmt.Errorf("update snapshot %s: %w", key, err)
+	}
+	snapshotWrites.WithLabelValues("update").Inc()
+	logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", version, "bytes", len(data))
+	return nil
+}
+
+func fill(cm *corev1.ConfigMap, data []byte, version string, owners []metav1.OwnerReference) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[snapshot.LabelSnapshot] = "true"
+	cm.Labels["app.kubernetes.io/managed-by"] = "ratelimit-operator"
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[snapshot.AnnotationVersion] = version
+	cm.Data = map[string]string{snapshot.DataKey: string(data)}
+	cm.BinaryData = nil
+	cm.OwnerReferences = owners
+}
+
+func equalConfigMaps(a, b *corev1.ConfigMap) bool {
+	return a.Data[snapshot.DataKey] == b.Data[snapshot.DataKey] && len(a.Data) == len(b.Data) &&
+		len(a.BinaryData) == 0 && a.Labels[snapshot.LabelSnapshot] == "true" &&
+		a.Labels["app.kubernetes.io/managed-by"] == "ratelimit-operator" &&
+		a.Annotations[snapshot.AnnotationVersion] == b.Annotations[snapshot.AnnotationVersion] &&
+		slices.EqualFunc(a.OwnerReferences, b.OwnerReferences, func(x, y metav1.OwnerReference) bool {
+			return x.UID == y.UID && x.Name == y.Name
+		})
+}
+
+// remove deletes the ConfigMap of a namespace without valid policies.
+func (r *SnapshotReconciler) remove(ctx context.Context, ns string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
+	err := r.Delete(ctx, cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete snapshot %s/%s: %w", ns, snapshot.ConfigMapName, err)
+	}
+	if err == nil {
+		snapshotWrites.WithLabelValues("delete").Inc()
+		logf.FromContext(ctx).Info("removed snapshot: no policies left", "namespace", ns)
+	}
+	snapshotBytes.DeleteLabelValues(ns)
+	r.record(ns, publishedState{})
+	return nil
+}
+
+func stateOf(s *snapshot.Snapshot) publishedState {
+	st := publishedState{version: s.Version, policies: make(map[string][32]byte, len(s.Policies))}
+	for _, p := range s.Policies {
+		st.policies[p.Name] = entryHash(p)
+	}
+	return st
+}
+
+func entryHash(p snapshot.Policy) [32]byte {
+	b, _ := json.Marshal(p) //nolint:errchkjson // plain data, cannot fail
+	return sha256.Sum256(b)
+}
+
+func (r *SnapshotReconciler) record(ns string, st publishedState) {
+	ch := r.Changed()
+	r.mu.Lock()
+	if r.published == nil {
+		r.published = map[string]publishedState{}
+	}
+	old, seen := r.published[ns]
+	r.published[ns] = st
+	r.mu.Unlock()
+	if seen && old.version == st.version && old.problem == st.problem {
+		return
+	}
+	ch <- event.GenericEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}}
+}
+
+// Published reports whether entry is in the namespace's published snapshot, with the
+// snapshot's version, or why nothing could be published.
+func (r *SnapshotReconciler) Published(ns string, entry snapshot.Policy) (version string, ok bool, problem string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.published[ns]
+	h, found := st.policies[entry.Name]
+	return st.version, found && h == entryHash(entry), st.problem
+}
+
+// SetupWithManager registers the controller: policy spec changes and deletions, and any
+// change to a snapshot ConfigMap (a hand edit or delete is repaired), enqueue the namespace.
+func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	delay := r.CoalesceDelay
+	if delay <= 0 {
+		delay = 250 * time.Millisecond
+	}
+	enqueue := func(delay time.Duration) handler.EventHandler {
+		return handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.AddAfter(nsKey(e.Object), delay)
+			},
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.AddAfter(nsKey(e.ObjectNew), delay)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.AddAfter(nsKey(e.Object), delay)
+			},
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr). //nolint:wrapcheck // setup error reported as is
+							Named("snapshot").
+							Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot())).
+		Complete(r)
+}
+
+func nsKey(o client.Object) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: snapshot.ConfigMapName}}
+}
+
+// isSnapshot selects snapshot ConfigMaps by name: a hand edit that drops the label must
+// still be repaired.
+func isSnapshot() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetName() == snapshot.ConfigMapName
+	})
+}

@@ -1,0 +1,111 @@
+package snapshot
+
+import (
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Policy is one compiled RateLimitPolicy: what the sidecar needs to match a request, find the
+// caller and run the script, with durations in milliseconds.
+type Policy struct {
+	// Name of the RateLimitPolicy.
+	Name string `json:"name"`
+	// Match selects requests (the API's own type).
+	Match v1alpha1.Match `json:"match"`
+	// Identity says who the caller is (the API's own type).
+	Identity v1alpha1.Identity `json:"identity"`
+	// Algorithm names the algorithm; Script and SHA the script it runs.
+	Algorithm string `json:"algorithm"`
+	// Script is the script's name.
+	Script string `json:"script"`
+	// SHA is the script's SHA1.
+	SHA string `json:"sha"`
+	// Limits are checked together.
+	Limits []Limit `json:"limits"`
+	// Cost is the request weight.
+	Cost Cost `json:"cost"`
+	// StateKey is the state key template.
+	StateKey string `json:"stateKey"`
+	// IdempotencyKey is the request-id key template; empty without idempotency.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// TTLMs is the TTL of state keys.
+	TTLMs int64 `json:"ttlMs"`
+	// Idempotency says where request ids come from; nil without idempotency.
+	Idempotency *Idempotency `json:"idempotency,omitempty"`
+	// FailureMode applies while Redis is away.
+	FailureMode string `json:"failureMode"`
+	// LocalCap is the in-process cap of LocalCap.
+	LocalCap *LocalCap `json:"localCap,omitempty"`
+	// Shadow admits everything and only reports.
+	Shadow bool `json:"shadow,omitempty"`
+}
+
+// Limit is one rate.
+type Limit struct {
+	// Name of the limit.
+	Name string `json:"name"`
+	// Requests per PeriodMs.
+	Requests int64 `json:"requests"`
+	// PeriodMs is the period in milliseconds.
+	PeriodMs int64 `json:"periodMs"`
+	// Burst for TokenBucket and GCRA; 0 means Requests.
+	Burst int64 `json:"burst,omitempty"`
+}
+
+// Cost is the request weight.
+type Cost struct {
+	// Default weight.
+	Default int64 `json:"default"`
+	// Header a request may state its cost in.
+	Header string `json:"header,omitempty"`
+	// Max is the largest stated cost accepted; 0 means none may be stated.
+	Max int64 `json:"max,omitempty"`
+}
+
+// Idempotency says where request ids come from.
+type Idempotency struct {
+	// Header carrying the id on HTTP.
+	Header string `json:"header,omitempty"`
+	// DescriptorKey carrying the id on Envoy RLS.
+	DescriptorKey string `json:"descriptorKey,omitempty"`
+	// TTLMs is how long an id is remembered.
+	TTLMs int64 `json:"ttlMs"`
+}
+
+// LocalCap is the per-sidecar cap while Redis is away.
+type LocalCap struct {
+	// Requests per PeriodMs per identity.
+	Requests int64 `json:"requests"`
+	// PeriodMs is the window.
+	PeriodMs int64 `json:"periodMs"`
+	// MaxIdentities bounds memory.
+	MaxIdentities int32 `json:"maxIdentities"`
+}
+
+// Config is the limiter's view of the policy.
+func (p *Policy) Config(namespace string) limiter.PolicyConfig {
+	c := limiter.PolicyConfig{
+		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
+		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
+		FailureMode: limiter.FailureMode(p.FailureMode),
+	}
+	for _, l := range p.Limits {
+		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
+	}
+	if p.Idempotency != nil {
+		c.IdempotencyTTL = ms(p.Idempotency.TTLMs)
+	}
+	if lc := p.LocalCap; lc != nil {
+		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}
+	}
+	return c
+}
+
+// Compile prepares the policy for the limiter.
+func (p *Policy) Compile(namespace string) (*limiter.Policy, error) {
+	return limiter.NewPolicy(p.Config(namespace)) //nolint:wrapcheck // FieldErrors name the field.
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
