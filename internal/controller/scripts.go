@@ -31,10 +31,13 @@ type ScriptLoader struct {
 	// Log receives reload and failure messages.
 	Log logr.Logger
 
-	mu      sync.Mutex
-	loaded  bool
-	lastErr error
-	changed chan event.GenericEvent
+	syncMu sync.Mutex // one round at a time, so outcomes are recorded in order
+
+	mu        sync.Mutex
+	loaded    bool
+	lastErr   error
+	lastRound time.Time
+	changed   chan event.GenericEvent
 }
 
 // Changed delivers an event whenever the scripts' loaded state changes; the policy
@@ -55,12 +58,35 @@ func (l *ScriptLoader) Loaded() (bool, error) {
 	return l.loaded, l.lastErr
 }
 
-// Ensure loads the scripts if they are not known loaded. Cheap when they are.
+// Ensure loads the scripts if they are not known loaded. Cheap when they are, and while
+// Redis is known unavailable: a round that failed less than Resync ago is not retried here
+// (the periodic check retries, and Changed reports the recovery). Otherwise every policy
+// reconcile during an outage would wait on Redis (up to Timeout each, one after another),
+// stalling the policy controller for every other change.
 func (l *ScriptLoader) Ensure(ctx context.Context) error {
-	if ok, _ := l.Loaded(); ok {
-		return nil
+	if ok, err := l.known(); ok {
+		return err
 	}
-	return l.sync(ctx)
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if ok, err := l.known(); ok { // a round finished while this one waited
+		return err
+	}
+	return l.syncLocked(ctx)
+}
+
+// known returns the outcome of the last round when it still stands: loaded, or failed less
+// than Resync ago.
+func (l *ScriptLoader) known() (ok bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.loaded:
+		return true, nil
+	case l.lastErr != nil && time.Since(l.lastRound) < l.resync():
+		return true, l.lastErr
+	}
+	return false, nil
 }
 
 // Start implements manager.Runnable: a periodic check until ctx ends.
@@ -91,6 +117,13 @@ func (l *ScriptLoader) resync() time.Duration {
 
 // sync checks every primary and loads what is missing; it records the outcome.
 func (l *ScriptLoader) sync(ctx context.Context) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.syncLocked(ctx)
+}
+
+// syncLocked is sync with syncMu held.
+func (l *ScriptLoader) syncLocked(ctx context.Context) error {
 	timeout := l.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -113,7 +146,7 @@ func (l *ScriptLoader) sync(ctx context.Context) error {
 func (l *ScriptLoader) record(ok bool, err error) {
 	l.mu.Lock()
 	flipped := ok != l.loaded
-	l.loaded, l.lastErr = ok, err
+	l.loaded, l.lastErr, l.lastRound = ok, err, time.Now()
 	ch := l.changed
 	l.mu.Unlock()
 	if flipped && ch != nil {

@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// TestEnsureUnavailableIsCheap: while Redis is known unavailable, Ensure answers from the
+// last round instead of waiting on Redis again, until Resync has passed.
+func TestEnsureUnavailableIsCheap(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := &ScriptLoader{Client: rdb, Resync: 300 * time.Millisecond, Timeout: time.Second, Log: logr.Discard()}
+	ctx := context.Background()
+	err := l.Ensure(ctx)
+	if !errors.Is(err, ErrRedisUnavailable) {
+		t.Fatalf("Ensure: %v, want ErrRedisUnavailable", err)
+	}
+	rounds := metricValue(t, scriptLoadFailures)
+	for range 100 {
+		if again := l.Ensure(ctx); again == nil || again.Error() != err.Error() {
+			t.Fatalf("cached Ensure: %v, want %v", again, err)
+		}
+	}
+	if n := metricValue(t, scriptLoadFailures) - rounds; n != 0 {
+		t.Fatalf("%v rounds against Redis within Resync, want 0", n)
+	}
+	time.Sleep(l.Resync)
+	if err := l.Ensure(ctx); !errors.Is(err, ErrRedisUnavailable) {
+		t.Fatalf("Ensure after Resync: %v", err)
+	}
+	if n := metricValue(t, scriptLoadFailures) - rounds; n != 1 {
+		t.Fatalf("%v rounds after Resync, want 1", n)
+	}
+}
+
+// TestScriptLoaderRepairs: the loader loads every script, reloads after SCRIPT FLUSH on its
+// next round, and reports loaded-state flips on Changed (down and up again).
+func TestScriptLoaderRepairs(t *testing.T) {
+	s := redistest.StartServer(t)
+	opts := s.Options()
+	opts.MaxRetries = -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := &ScriptLoader{Client: rdb, Resync: 100 * time.Millisecond, Timeout: time.Second, Log: logr.Discard()}
+	changed := l.Changed()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	expectChanged(t, changed, "first load")
+	waitLoaded(t, rdb)
+	if ok, err := l.Loaded(); !ok || err != nil {
+		t.Fatalf("Loaded %v %v", ok, err)
+	}
+
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLoaded(t, rdb)
+
+	s.Kill()
+	expectChanged(t, changed, "Redis down")
+	if ok, err := l.Loaded(); ok || !errors.Is(err, ErrRedisUnavailable) {
+		t.Fatalf("Loaded %v %v while Redis is down", ok, err)
+	}
+	s.Restart(t)
+	expectChanged(t, changed, "Redis back")
+	waitLoaded(t, rdb)
+}
+
+func expectChanged(t *testing.T, ch <-chan event.GenericEvent, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no Changed event within 10s", what)
+	}
+}
+
+func waitLoaded(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	var shas []string
+	for _, s := range limiter.Scripts() {
+		shas = append(shas, s.SHA)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		exists, err := rdb.ScriptExists(context.Background(), shas...).Result()
+		all := err == nil
+		for _, ok := range exists {
+			all = all && ok
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scripts not loaded within 10s: %v %v", exists, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

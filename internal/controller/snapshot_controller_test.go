@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {
+	return v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/" + name}}}},
+			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
+			}},
+			Algorithm: v1alpha1.AlgorithmTokenBucket,
+			Limits:    []v1alpha1.Limit{{Name: "per-second", Requests: requests, Period: metav1.Duration{Duration: time.Second}}},
+		},
+	}
+}
+
+func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Policy {
+	t.Helper()
+	policy.Default(&p)
+	c, errs := policy.Compile(&p)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return policy.Snapshot(&p, c)
+}
+
+// configMapOf is the ConfigMap a sync writes for the policies.
+func configMapOf(t *testing.T, ns string, ps ...v1alpha1.RateLimitPolicy) *corev1.ConfigMap {
+	t.Helper()
+	s, owners, err := Build(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}}, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
+	fill(cm, data, s.Version, owners)
+	return cm
+}
+
+// TestPublishedAfterRestart: a controller that has not synced a namespace yet reports what
+// its ConfigMap holds (no PublishPending flap after a restart); an edited ConfigMap is not
+// trusted; a missing one holds nothing. The first sync after such a read always notifies.
+func TestPublishedAfterRestart(t *testing.T) {
+	a, b := testPolicy("ns", "a", 10), testPolicy("ns", "b", 20)
+	cm := configMapOf(t, "ns", a)
+	edited := configMapOf(t, "edited", a)
+	edited.Data[snapshot.DataKey] = `{"schemaVersion":1}`
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cm, edited).Build()
+	r := &SnapshotReconciler{Client: c}
+	ctx := context.Background()
+
+	version, ok, problem := r.Published(ctx, "ns", entryOf(t, a))
+	if !ok || version != cm.Annotations[snapshot.AnnotationVersion] || problem != "" {
+		t.Fatalf("a: Published %q %v %q, want the ConfigMap's version", version, ok, problem)
+	}
+	changedA := a
+	changedA.Spec.Limits[0].Requests = 11
+	if _, ok, _ := r.Published(ctx, "ns", entryOf(t, changedA)); ok {
+		t.Error("a with other requests reported published")
+	}
+	if _, ok, _ := r.Published(ctx, "ns", entryOf(t, b)); ok {
+		t.Error("b reported published")
+	}
+	for _, c := range []struct {
+		ns, name string
+		want     bool
+	}{
+		{"ns", "a", true}, {"ns", "b", false},
+		{"edited", "a", true}, {"edited", "zzz", true}, // not known: wait
+		{"empty", "a", false},
+	} {
+		if got := r.Holds(ctx, c.ns, c.name); got != c.want {
+			t.Errorf("Holds(%s, %s) = %v, want %v", c.ns, c.name, got, c.want)
+		}
+	}
+
+	// The first sync of a seeded namespace notifies even when it writes the same version.
+	if err := r.Sync(ctx, "ns"); err != nil { // no policies in the fake: removes the ConfigMap
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-r.Changed():
+		if ev.Object.GetNamespace() != "ns" {
+			t.Errorf("Changed for %s", ev.Object.GetNamespace())
+		}
+	default:
+		t.Fatal("no Changed event after the first sync of a seeded namespace")
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err == nil {
+		t.Error("ConfigMap of a namespace without policies not removed")
+	}
+	if r.Holds(ctx, "ns", "a") {
+		t.Error("a still held after the sync removed it")
+	}
+}
+
+// TestSyncWritesOnlyChanges: a sync that would write the same bytes does not write.
+func TestSyncWritesOnlyChanges(t *testing.T) {
+	a := testPolicy("ns", "a", 10)
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(&a).Build()
+	r := &SnapshotReconciler{Client: c, Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}}}
+	ctx := context.Background()
+	if err := r.Sync(ctx, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	var first corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: snapshot.ConfigMapName}, &first); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := r.Sync(ctx, "ns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&first), &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != first.ResourceVersion || again.Data[snapshot.DataKey] != first.Data[snapshot.DataKey] {
+		t.Fatalf("rewritten: resourceVersion %s -> %s", first.ResourceVersion, again.ResourceVersion)
+	}
+}
