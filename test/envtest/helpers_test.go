@@ -1,56 +1,9 @@
 package envtest
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/rand"
-	"sigs.k8s.io/yaml"
-
-	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
-
-// newNamespace creates a namespace of its own for one test and deletes it afterwards.
-func newNamespace(t *testing.T, e *kubetest.Env) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
-	if err := e.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
-	return ns.Name
-}
-
-// samplePaths lists the policy samples under config/samples.
-func samplePaths(t *testing.T) []string {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(), "config", "samples", "policy_*.yaml"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no samples found under config/samples (err %v)", err)
-	}
-	return paths
-}
-
-// readObject decodes one YAML manifest into an unstructured object, so tests send exactly
-// what a user's kubectl would, with no client-side type round trip.
-func readObject(t *testing.T, path string) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
 
 // set writes value at a dotted path inside obj ("spec.limits.0.requests"), creating maps on
 // the way; a numeric element indexes a list.

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
 // basePolicyYAML is a valid policy; each invalid case below breaks exactly one thing in it.
@@ -136,7 +138,7 @@ var invalidCases = []invalidCase{
 // base policy is created first, so a case can only fail for the reason it names.
 func TestInvalidPoliciesRejected(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "t-")
 	base := basePolicy(t)
 	base.SetNamespace(ns)
 	if err := e.Client.Create(context.Background(), base); err != nil {

@@ -52,7 +52,7 @@ func TestDiscovery(t *testing.T) {
 // checks the columns and their values before and after the controller would mark it Ready.
 func TestPrinterColumns(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "t-")
 	p := typedPolicy(ns, "columns")
 	if err := e.Client.Create(context.Background(), p); err != nil {
 		t.Fatalf("create: %v", err)
@@ -84,7 +84,7 @@ func TestPrinterColumns(t *testing.T) {
 func TestStatusSubresource(t *testing.T) {
 	e := kube(t)
 	ctx := context.Background()
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "t-")
 	p := typedPolicy(ns, "status")
 	if err := e.Client.Create(ctx, p); err != nil {
 		t.Fatalf("create: %v", err)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
 // TestSamplesAccepted creates every policy under config/samples on the real API server and
@@ -15,12 +16,12 @@ import (
 // Go types would refuse fails here.
 func TestSamplesAccepted(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "t-")
 	algorithms := map[policyv1alpha1.Algorithm]bool{}
 	var multiLimit, idempotent, localCap bool
-	for _, path := range samplePaths(t) {
+	for _, path := range kubetest.SamplePaths(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			obj := readObject(t, path)
+			obj := kubetest.ReadObject(t, path)
 			obj.SetNamespace(ns)
 			if err := e.Client.Create(context.Background(), obj); err != nil {
 				t.Fatalf("API server refused sample %s: %v", path, err)
@@ -51,7 +52,7 @@ func TestSamplesAccepted(t *testing.T) {
 // is stored complete even without the webhook.
 func TestServerDefaults(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "t-")
 	obj := basePolicy(t)
 	obj.SetNamespace(ns)
 	set(t, obj.Object, "spec.identity.sources", []any{

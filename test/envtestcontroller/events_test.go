@@ -22,7 +22,7 @@ import (
 // Ready. A healthy policy never raises a Warning.
 func TestReadyEvents(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "ev", 10))
 	waitReady(t, e, ns, "ev")
 	waitEvents(t, e, ns, "ev", controller.ReasonReady, 1)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -32,22 +31,6 @@ func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// newNamespace creates a namespace for one test; at cleanup its policies are deleted (the
-// running manager finalizes them) and then the namespace.
-func newNamespace(t testing.TB, e *kubetest.Env) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c-" + rand.String(8)}}
-	if err := e.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = e.Client.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns.Name))
-		_ = e.Client.Delete(ctx, ns)
-	})
-	return ns.Name
 }
 
 // newPolicy is a valid policy as a user without the webhook would store it: no keyLayout

@@ -24,7 +24,7 @@ import (
 // loaded on the Redis primary, and its namespace's snapshot holds its compiled form.
 func TestCreateReady(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	p := newPolicy(ns, "orders", 10)
 	create(t, e, p)
 	got := waitReady(t, e, ns, "orders")
@@ -96,7 +96,7 @@ func checkReadyStatus(t *testing.T, got *v1alpha1.RateLimitPolicy) *limiter.Scri
 // value, and the policy is Ready again for the new generation with that version.
 func TestUpdate(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "search", 10))
 	p := waitReady(t, e, ns, "search")
 	v1 := p.Status.Snapshot.Version
@@ -133,7 +133,7 @@ func TestUpdate(t *testing.T) {
 // policy takes the ConfigMap with it.
 func TestDelete(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "a", 10), newPolicy(ns, "b", 20))
 	a := waitReady(t, e, ns, "a")
 	waitReady(t, e, ns, "b")
@@ -189,7 +189,7 @@ func waitGone(t testing.TB, e *kubetest.Env, ns, name string) {
 // loop, and does not disturb the namespace's other policies; fixing it makes it Ready.
 func TestInvalidPolicy(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	bad := newPolicy(ns, "bad", 10)
 	// Two limits share one key: CEL allows it, the limiter does not.
 	bad.Spec.Limits = append(bad.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,

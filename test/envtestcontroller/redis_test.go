@@ -11,6 +11,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestEveryClusterPrimary(t *testing.T) {
 	e := suite(t)
 	cluster := redistest.StartCluster(t, 3)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	topo := redisconn.Topology{Mode: redisconn.ModeCluster, Addrs: cluster.Addrs()}
 	// The shared manager would rewrite this namespace's snapshot with its own Redis: it
 	// stops for this test, and the cluster's manager watches only this namespace.
@@ -52,7 +53,7 @@ func TestEveryClusterPrimary(t *testing.T) {
 // no one touching them, and the scripts are loaded into the restarted (empty) server.
 func TestRedisOutage(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "before", 10))
 	waitReady(t, e, ns, "before")
 
@@ -86,7 +87,7 @@ func TestRedisOutage(t *testing.T) {
 // periods, without the policy leaving Ready.
 func TestScriptFlush(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "flush", 10))
 	waitReady(t, e, ns, "flush")
 	ctx := ctxFor(t)

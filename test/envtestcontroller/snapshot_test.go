@@ -27,7 +27,7 @@ import (
 // labels or version annotation is put back to the canonical bytes, a delete is recreated.
 func TestHandEditedSnapshot(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	create(t, e, newPolicy(ns, "a", 10), newPolicy(ns, "b", 20))
 	waitReady(t, e, ns, "a")
 	waitReady(t, e, ns, "b")
@@ -118,7 +118,7 @@ func samplePolicies(t testing.TB, ns string) []*v1alpha1.RateLimitPolicy {
 // which also leaves every policy's status and the ConfigMap untouched.
 func TestDeterminism(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	ps := samplePolicies(t, ns)
 	var names []string
 	for _, p := range ps {
@@ -353,7 +353,7 @@ func allReady(e *kubetest.Env, want int, opts ...client.ListOption) error {
 // writes, not one per policy, and the final snapshot holds them all.
 func TestCoalescing(t *testing.T) {
 	e := suite(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "c-")
 	const n = 200
 	sw := watchSnapshots(t, e, client.InNamespace(ns))
 	metricBefore := counterValue(t, "ratelimit_snapshot_writes_total")

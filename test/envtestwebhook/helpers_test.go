@@ -3,21 +3,15 @@ package envtestwebhook
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
@@ -69,17 +63,6 @@ func newClient(t *testing.T, e *kubetest.Env) (client.Client, *warningLog) {
 		t.Fatalf("client: %v", err)
 	}
 	return c, w
-}
-
-// newNamespace creates a namespace of its own for one test and deletes it afterwards.
-func newNamespace(t *testing.T, e *kubetest.Env) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wh-" + rand.String(8)}}
-	if err := e.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
-	return ns.Name
 }
 
 // basePolicy is valid and draws no warning: per API key, TokenBucket 10/s with bursts of 20
@@ -154,28 +137,4 @@ func assertNotFound(t *testing.T, c client.Client, ns, name string) {
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("policy %s/%s: want NotFound, got %v", ns, name, err)
 	}
-}
-
-// samplePaths lists the policy samples under config/samples.
-func samplePaths(t *testing.T) []string {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(), "config", "samples", "policy_*.yaml"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no samples under config/samples (err %v)", err)
-	}
-	return paths
-}
-
-// readObject decodes a YAML manifest into an unstructured object, as kubectl would send it.
-func readObject(t *testing.T, path string) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	return &unstructured.Unstructured{Object: m}
 }

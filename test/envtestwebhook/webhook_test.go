@@ -16,6 +16,7 @@ import (
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
 // crossTag gives p an idempotency key on another hash tag than the (defaulted) state key.
@@ -36,7 +37,7 @@ func crossTagSlots(ns, name string) (idem, state string) {
 // run is refused by the validating webhook, and the client sees its message and causes.
 func TestCreateRejectedWithWebhookMessage(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, _ := newClient(t, e)
 
 	t.Run("cross-tag layout names both templates and slots", func(t *testing.T) {
@@ -93,7 +94,7 @@ func TestCreateRejectedWithWebhookMessage(t *testing.T) {
 // object stays exactly as it was.
 func TestUpdateBreakingLayoutRefused(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, _ := newClient(t, e)
 	p := basePolicy(ns, "stable")
 	if err := c.Create(context.Background(), p); err != nil {
@@ -144,7 +145,7 @@ func TestUpdateBreakingLayoutRefused(t *testing.T) {
 // GitOps manifest) follows a longer period on update instead of blocking it.
 func TestDefaultedTTLFollowsPeriod(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, _ := newClient(t, e)
 	p := basePolicy(ns, "follows")
 	if err := c.Create(context.Background(), p); err != nil {
@@ -168,7 +169,7 @@ func TestDefaultedTTLFollowsPeriod(t *testing.T) {
 // accepted creates and updates, and alongside a refusal.
 func TestWarningsReachClient(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, warnings := newClient(t, e)
 
 	quiet := basePolicy(ns, "quiet")
@@ -215,7 +216,7 @@ func TestWarningsReachClient(t *testing.T) {
 // is kept.
 func TestDefaultsStored(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, _ := newClient(t, e)
 	cases := []struct {
 		name       string
@@ -266,7 +267,7 @@ func TestDefaultsStored(t *testing.T) {
 // nothing.
 func TestServerSideDryRun(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, warnings := newClient(t, e)
 
 	bad := basePolicy(ns, "dry-bad")
@@ -318,11 +319,11 @@ func TestServerSideDryRun(t *testing.T) {
 // is stored with a complete layout that compiles.
 func TestSamplesAcceptedThroughWebhook(t *testing.T) {
 	e := kube(t)
-	ns := newNamespace(t, e)
+	ns := kubetest.NewNamespace(t, e, "wh-")
 	c, warnings := newClient(t, e)
-	for _, path := range samplePaths(t) {
+	for _, path := range kubetest.SamplePaths(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			obj := readObject(t, path)
+			obj := kubetest.ReadObject(t, path)
 			obj.SetNamespace(ns)
 			if err := c.Create(context.Background(), obj); err != nil {
 				t.Fatalf("refused sample %s: %v", path, err)
