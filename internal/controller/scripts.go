@@ -30,6 +30,9 @@ type ScriptLoader struct {
 	Timeout time.Duration
 	// Log receives reload and failure messages.
 	Log logr.Logger
+	// OnReload, when set, is told that scripts known loaded had gone missing (a Redis
+	// restart or SCRIPT FLUSH) and were loaded again.
+	OnReload func(ctx context.Context, scripts int)
 
 	syncMu sync.Mutex // one round at a time, so outcomes are recorded in order
 
@@ -130,10 +133,14 @@ func (l *ScriptLoader) syncLocked(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	wasLoaded, _ := l.Loaded()
 	reloaded, err := l.syncPrimaries(ctx)
 	if reloaded > 0 && err == nil {
 		scriptLoads.Add(float64(reloaded))
-		l.Log.Info("loaded limiter scripts", "scripts", reloaded)
+		l.Log.Info("loaded limiter scripts", "scripts", reloaded, "repair", wasLoaded)
+		if wasLoaded && l.OnReload != nil {
+			l.OnReload(ctx, reloaded)
+		}
 	}
 	if err != nil {
 		scriptLoadFailures.Inc()

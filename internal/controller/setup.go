@@ -1,8 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,7 +18,9 @@ import (
 
 // Setup registers the script loader, the snapshot controller and the policy controller.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology, resync time.Duration) error {
-	loader := &ScriptLoader{Client: rdb, Resync: resync, Log: mgr.GetLogger().WithName("scripts")}
+	recorder := mgr.GetEventRecorder("ratelimit-operator")
+	loader := &ScriptLoader{Client: rdb, Resync: resync, Log: mgr.GetLogger().WithName("scripts"),
+		OnReload: reloadEvents(mgr.GetClient(), recorder)}
 	if err := mgr.Add(loader); err != nil {
 		return fmt.Errorf("add script loader: %w", err)
 	}
@@ -23,9 +30,26 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
 	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
-		Recorder: mgr.GetEventRecorder("ratelimit-operator")}
+		Recorder: recorder}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
 	}
 	return nil
+}
+
+// reloadEvents reports a script repair (Redis restarted or flushed its scripts) as one event
+// per namespace, on its snapshot ConfigMap, rather than one per policy.
+func reloadEvents(c client.Client, rec events.EventRecorder) func(context.Context, int) {
+	return func(ctx context.Context, n int) {
+		var list corev1.ConfigMapList
+		if err := c.List(ctx, &list); err != nil {
+			return
+		}
+		for i := range list.Items {
+			if list.Items[i].Name == snapshot.ConfigMapName {
+				rec.Eventf(&list.Items[i], nil, corev1.EventTypeNormal, "ScriptsReloaded", "Reload",
+					"%d limiter script(s) had gone missing from Redis (restart or SCRIPT FLUSH) and were loaded again", n)
+			}
+		}
+	}
 }

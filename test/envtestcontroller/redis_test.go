@@ -1,16 +1,20 @@
 package envtestcontroller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
@@ -107,6 +111,19 @@ func TestScriptFlush(t *testing.T) {
 	if loads := counterValue(t, "ratelimit_script_loads_total") - loadsBefore; loads < 1 {
 		t.Errorf("ratelimit_script_loads_total grew by %v", loads)
 	}
+	// The repair is told once per namespace, on its snapshot ConfigMap.
+	eventually(t, 10*time.Second, "a ScriptsReloaded event on the snapshot", func() error {
+		var list eventsv1.EventList
+		if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == "ScriptsReloaded" && ev.Regarding.Kind == "ConfigMap" && ev.Regarding.Name == snapshot.ConfigMapName {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(list.Items))
+	})
 	p, err := getPolicy(e, ns, "flush")
 	if err != nil {
 		t.Fatal(err)
