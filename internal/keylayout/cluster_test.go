@@ -62,9 +62,6 @@ func keySlots(t *testing.T, cc *redis.ClusterClient, keys []string) []int64 {
 }
 
 func TestSlotMatchesRedisCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	redistest.RequireRedis(t)
 	cc := redistest.StartCluster(t, 3).Client()
 
@@ -82,9 +79,6 @@ func TestSlotMatchesRedisCluster(t *testing.T) {
 // and accepts them together in one multi-key Lua script, which it refuses with CROSSSLOT
 // otherwise.
 func TestTemplateKeysShareSlotOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
 	redistest.RequireRedis(t)
 	cc := redistest.StartCluster(t, 3).Client()
 	tmpl := MustParse(typical)

@@ -74,6 +74,9 @@ type Limiter struct {
 	breaker *breaker
 	batch   *batcher
 	denies  *denyCache
+	// socketDeadlines is true when the client cuts socket reads at the context deadline
+	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
+	socketDeadlines bool
 }
 
 // ErrCircuitOpen is the error of decisions made while the circuit breaker is open.
@@ -85,7 +88,7 @@ var ErrOverloaded = errors.New("redis pipeline queue full")
 // New returns a Limiter on rdb. Close it to stop its pipeline workers.
 func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	opts.defaults()
-	l := &Limiter{rdb: rdb, opts: opts}
+	l := &Limiter{rdb: rdb, opts: opts, socketDeadlines: contextDeadlines(rdb)}
 	l.breaker = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second,
 		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	if opts.DenyCacheSize > 0 {
@@ -149,10 +152,13 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent boo
 	args := p.Args(r.Cost, idempotent)
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
+	if l.batch == nil && l.socketDeadlines {
+		return evalOne(ctx, l.rdb, p.script, keys, args)
+	}
 	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
 	if l.batch == nil {
 		// go-redis honours context deadlines on the socket only with ContextTimeoutEnabled;
-		// waiting here enforces Timeout whatever the client's options.
+		// without it, waiting here enforces Timeout.
 		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
 	} else if !l.batch.submit(c) {
 		return nil, ErrOverloaded
@@ -178,5 +184,17 @@ func (l *Limiter) fallback(p *Policy, r Request, cause error) Decision {
 			Source: SourceLocalCap, Err: cause}
 	default:
 		return Decision{Allowed: true, Source: SourceFailOpen, Err: cause}
+	}
+}
+
+// contextDeadlines reports whether the client applies context deadlines to its sockets.
+func contextDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	default:
+		return false
 	}
 }
