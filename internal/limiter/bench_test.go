@@ -15,7 +15,7 @@ import (
 // identities. The full table with Redis µs/call and the redis-benchmark ceiling is `make bench`.
 func BenchmarkCheck(b *testing.B) {
 	srv, _ := standalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { _ = rdb.Close() })
 	for _, alg := range algorithms {
 		p := newPolicy(b, alg, FailOpen, Limit{Name: "per-second", Requests: 100, Period: time.Second})

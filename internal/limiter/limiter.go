@@ -150,6 +150,12 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent bool) (any, error) {
 	keys := p.Keys(r.Identity, r.RequestID)
 	args := p.Args(r.Cost, idempotent)
+	if l.batch != nil && l.socketDeadlines {
+		// The worker's pipeline is cut at Timeout on the socket, so it always answers in
+		// bounded time: waiting for it needs no timer of our own (one allocation and a
+		// timer fewer per check on the hot path).
+		return l.awaitBatch(ctx, p, keys, args)
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	if l.batch == nil && l.socketDeadlines {
@@ -161,6 +167,20 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent boo
 		// without it, waiting here enforces Timeout.
 		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
 	} else if !l.batch.submit(c) {
+		return nil, ErrOverloaded
+	}
+	select {
+	case res := <-c.done:
+		return res.val, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for redis: %w", ctx.Err())
+	}
+}
+
+// awaitBatch queues a call for a pipeline and waits for its answer or the caller leaving.
+func (l *Limiter) awaitBatch(ctx context.Context, p *Policy, keys []string, args []any) (any, error) {
+	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
+	if !l.batch.submit(c) {
 		return nil, ErrOverloaded
 	}
 	select {

@@ -49,7 +49,7 @@ func run(c config) error {
 		return err
 	}
 	defer srv.stop()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), PoolSize: c.concurrency})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), PoolSize: c.concurrency, ContextTimeoutEnabled: true}) // as redisconn builds it
 	defer func() { _ = rdb.Close() }()
 	ctx := context.Background()
 
