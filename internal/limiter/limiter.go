@@ -146,41 +146,28 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	return d
 }
 
-// eval sends the script call, through the batcher when pipelining is on.
+// eval sends the script call, through the batcher when pipelining is on. Timeout is enforced
+// on the socket when the client honours context deadlines (ContextTimeoutEnabled, as
+// redisconn builds it); otherwise a timer of our own bounds the wait.
 func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent bool) (any, error) {
 	keys := p.Keys(r.Identity, r.RequestID)
 	args := p.Args(r.Cost, idempotent)
-	if l.batch != nil && l.socketDeadlines {
-		// The worker's pipeline is cut at Timeout on the socket, so it always answers in
-		// bounded time: waiting for it needs no timer of our own (one allocation and a
-		// timer fewer per check on the hot path).
-		return l.awaitBatch(ctx, p, keys, args)
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	defer cancel()
 	if l.batch == nil && l.socketDeadlines {
+		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
 		return evalOne(ctx, l.rdb, p.script, keys, args)
 	}
+	if !l.socketDeadlines {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
+	}
+	// With socket deadlines the worker's pipeline always answers within Timeout, so a
+	// pipelined check waits without a timer (one allocation fewer on the hot path).
 	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
 	if l.batch == nil {
-		// go-redis honours context deadlines on the socket only with ContextTimeoutEnabled;
-		// without it, waiting here enforces Timeout.
 		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
 	} else if !l.batch.submit(c) {
-		return nil, ErrOverloaded
-	}
-	select {
-	case res := <-c.done:
-		return res.val, res.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for redis: %w", ctx.Err())
-	}
-}
-
-// awaitBatch queues a call for a pipeline and waits for its answer or the caller leaving.
-func (l *Limiter) awaitBatch(ctx context.Context, p *Policy, keys []string, args []any) (any, error) {
-	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
-	if !l.batch.submit(c) {
 		return nil, ErrOverloaded
 	}
 	select {

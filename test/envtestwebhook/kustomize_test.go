@@ -278,6 +278,19 @@ func managerDeployment(t *testing.T, r rendered) *appsv1.Deployment {
 // (server-side dry run; cert-manager's kinds are not installed in envtest).
 func TestKustomizeDefaultAcceptedByAPIServer(t *testing.T) {
 	r := renderDefault(t)
+	var svc corev1.Service
+	r.get(t, "Service", webhookService, &svc)
+	var mutating admissionregistrationv1.MutatingWebhookConfiguration
+	r.get(t, "MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration", &mutating)
+	var validating admissionregistrationv1.ValidatingWebhookConfiguration
+	r.get(t, "ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration", &validating)
+	dryRunRendered(t, r, &svc, managerDeployment(t, r), &mutating, &validating)
+}
+
+// dryRunRendered has the API server validate rendered objects (server-side dry run) in the
+// rendered install namespace, which it creates for real.
+func dryRunRendered(t *testing.T, r rendered, objs ...client.Object) {
+	t.Helper()
 	e := kube(t)
 	ctx := context.Background()
 	ns := &corev1.Namespace{}
@@ -285,13 +298,7 @@ func TestKustomizeDefaultAcceptedByAPIServer(t *testing.T) {
 	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", installNamespace, err)
 	}
-	var svc corev1.Service
-	r.get(t, "Service", webhookService, &svc)
-	var mutating admissionregistrationv1.MutatingWebhookConfiguration
-	r.get(t, "MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration", &mutating)
-	var validating admissionregistrationv1.ValidatingWebhookConfiguration
-	r.get(t, "ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration", &validating)
-	for _, obj := range []client.Object{&svc, managerDeployment(t, r), &mutating, &validating} {
+	for _, obj := range objs {
 		if err := e.Client.Create(ctx, obj, client.DryRunAll); err != nil {
 			t.Errorf("API server refuses rendered %T %s: %v", obj, obj.GetName(), err)
 		}

@@ -1,14 +1,11 @@
 package envtestwebhook
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestKustomizeDefaultRBAC: config/default gives the manager Deployment its own service
@@ -16,8 +13,6 @@ import (
 // Role (Leases only in the operator's namespace), and the API server accepts all of it.
 func TestKustomizeDefaultRBAC(t *testing.T) {
 	r := renderDefault(t)
-	e := kube(t)
-	ctx := context.Background()
 	const sa = "ratelimit-controller-manager"
 
 	dep := managerDeployment(t, r)
@@ -54,16 +49,7 @@ func TestKustomizeDefaultRBAC(t *testing.T) {
 	}
 	checkLeaderElectionRole(t, &role)
 
-	ns := &corev1.Namespace{}
-	r.get(t, "Namespace", installNamespace, ns)
-	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create namespace %s: %v", installNamespace, err)
-	}
-	for _, obj := range []client.Object{&account, &cr, &crb, &role, &rb} {
-		if err := e.Client.Create(ctx, obj, client.DryRunAll); err != nil {
-			t.Errorf("API server refuses rendered %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
+	dryRunRendered(t, r, &account, &cr, &crb, &role, &rb)
 }
 
 // checkLeaderElectionRole: namespaced to the operator, leases and events only.
