@@ -36,6 +36,10 @@ manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers.
 generate: ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
+.PHONY: docs
+docs: ## Generate docs/api.md from the API types.
+	go run ./hack/apidocs -out docs/api.md
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -s -w $$(git ls-files '*.go' | grep -v zz_generated)
@@ -49,8 +53,8 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit" >&2; exit 1; }
+verify-generated: manifests generate docs ## Fail when generated files differ from what is committed.
+	@git diff --exit-code -- api config docs || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
 
 .PHONY: test
 test: manifests generate vet envtest redis ## Run every test against a real kube-apiserver + etcd and real redis-server.

@@ -49,11 +49,18 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("--redis-credentials-path: %w", err)
 		}
 	}
+	tlsConfig, err := o.TLS.config()
+	if err != nil {
+		return nil, err
+	}
 	u := &redis.UniversalOptions{
 		Addrs:    o.Addrs,
 		DB:       o.DB,
 		Username: creds.Username,
 		Password: creds.Password,
+		// One config for every connection: the server, each Cluster node, and in Sentinel
+		// mode both the Sentinels and the primary.
+		TLSConfig: tlsConfig,
 		// Per-call deadlines (the limiter's timeout) must cut socket reads short.
 		ContextTimeoutEnabled: true,
 	}

@@ -36,6 +36,8 @@ type Options struct {
 	// CredentialsPath is a mounted kubernetes.io/basic-auth Secret: a directory holding
 	// "username" and "password" files. Empty means no AUTH.
 	CredentialsPath string
+	// TLS configures TLS; off by default.
+	TLS TLSOptions
 }
 
 // BindFlags registers the Redis flags on fs, writing into o.
@@ -51,6 +53,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.DB, "redis-db", 0, "Redis logical database (standalone and sentinel modes).")
 	fs.StringVar(&o.CredentialsPath, "redis-credentials-path", "",
 		"Directory of a mounted kubernetes.io/basic-auth Secret holding 'username' and 'password' files for Redis AUTH.")
+	o.TLS.bindFlags(fs)
 }
 
 // Validate reports the first problem with o, naming the flag to fix. It fills in the default
@@ -83,7 +86,7 @@ func (o *Options) Validate() error {
 	if o.DB < 0 {
 		return fmt.Errorf("--redis-db: %d is negative", o.DB)
 	}
-	return nil
+	return o.TLS.validate()
 }
 
 func splitAddrs(v string) []string {
@@ -106,9 +109,12 @@ type Topology struct {
 	MasterName string
 	// DB is the logical database.
 	DB int
+	// TLS is true when Redis is reached over TLS.
+	TLS bool
 }
 
-// Topology returns the options without the credentials path.
+// Topology returns the options without the credentials path and the TLS file paths.
 func (o *Options) Topology() Topology {
-	return Topology{Mode: o.Mode, Addrs: append([]string(nil), o.Addrs...), MasterName: o.MasterName, DB: o.DB}
+	return Topology{Mode: o.Mode, Addrs: append([]string(nil), o.Addrs...), MasterName: o.MasterName, DB: o.DB,
+		TLS: o.TLS.Enabled}
 }
