@@ -13,6 +13,10 @@ type call struct {
 	keys   []string
 	args   []any
 	done   chan result // buffered: a caller that gave up never blocks the worker
+	// redirect, set for calls pipelined on one cluster node, keeps a redirect error in
+	// redirected instead of finishing the call, so it can be re-sent through the cluster.
+	redirect   bool
+	redirected error
 }
 
 type result struct {
@@ -21,6 +25,15 @@ type result struct {
 }
 
 func (c *call) finish(v any, err error) { c.done <- result{v, err} }
+
+// settle finishes the call, or records a cluster redirect when the call asked for that.
+func (c *call) settle(v any, err error) {
+	if c.redirect && isRedirect(err) {
+		c.redirected = err
+		return
+	}
+	c.finish(v, err)
+}
 
 // batcher coalesces concurrent checks into pipelines. Each worker takes one waiting call,
 // then whatever else is already queued (up to maxBatch), and sends them in one round trip:

@@ -35,6 +35,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is when the reported limit is back to full.
 	ResetAfter time.Duration
+	// LimitName names the limit that Remaining, Limit and ResetAfter describe: the tightest
+	// when allowed, the denying one when denied; empty when Redis was not asked.
+	LimitName string
 	// DeniedBy is the name of the limit that denied, empty when allowed.
 	DeniedBy string
 	// Replayed is true when an idempotency key had been seen: the first decision, no debit.
@@ -76,6 +79,7 @@ func decodeReply(p *Policy, v any) (Decision, error) {
 		Limit:      p.size(idx),
 		RetryAfter: time.Duration(n[1]) * time.Millisecond,
 		ResetAfter: time.Duration(n[2]) * time.Millisecond,
+		LimitName:  p.Limits[idx].Name,
 		Source:     SourceRedis,
 	}
 	if n[1] < 0 {

@@ -10,8 +10,13 @@ import (
 // hammering a limit it already exhausted is answered in-process instead of costing a round
 // trip. A denial for cost c also covers any larger cost; a smaller cost asks Redis again.
 // Bounded: the least recently used entries are dropped.
+//
+// When a denial expires, one caller is let through to Redis and the others keep getting the
+// denial for up to grace (the Redis timeout), so a hot identity's expiry costs one round trip,
+// not one per concurrent caller. An admission forgets the entry at once.
 type denyCache struct {
 	entries *lru.Cache[denyKey, denyEntry]
+	grace   time.Duration
 }
 
 type denyKey struct {
@@ -25,12 +30,12 @@ type denyEntry struct {
 	decision Decision
 }
 
-func newDenyCache(size int) (*denyCache, error) {
+func newDenyCache(size int, grace time.Duration) (*denyCache, error) {
 	c, err := lru.New[denyKey, denyEntry](size)
 	if err != nil {
 		return nil, err
 	}
-	return &denyCache{entries: c}, nil
+	return &denyCache{entries: c, grace: grace}, nil
 }
 
 // get returns a cached denial still in force for this check.
@@ -41,7 +46,11 @@ func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (
 		return Decision{}, false
 	}
 	if !now.Before(e.until) {
-		c.entries.Remove(k)
+		// This caller asks Redis; the others keep the denial while it does.
+		decided := e.until.Add(-e.decision.RetryAfter)
+		e.decision.ResetAfter = max(0, e.decision.ResetAfter-now.Sub(decided))
+		e.until, e.decision.RetryAfter = now.Add(c.grace), c.grace
+		c.entries.Add(k, e)
 		return Decision{}, false
 	}
 	if cost < e.cost {
@@ -54,9 +63,14 @@ func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (
 	return d, true
 }
 
-// put remembers a denial from Redis whose retry-after is known.
+// put remembers a denial from Redis whose retry-after is known, and forgets the identity's
+// entry on an admission.
 func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now time.Time) {
-	if d.Allowed || d.RetryAfter <= 0 {
+	if d.Allowed {
+		c.entries.Remove(denyKey{p, identity})
+		return
+	}
+	if d.RetryAfter <= 0 {
 		return
 	}
 	c.entries.Add(denyKey{p, identity}, denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})

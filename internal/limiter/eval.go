@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,9 +22,63 @@ func isNoScript(err error) bool {
 }
 
 // evalBatch runs many script calls in one pipeline (one round trip per Redis node). Calls
-// that hit NOSCRIPT are sent again with EVAL in a second pipeline. On Redis Cluster,
-// go-redis splits the pipeline by node, so keys of different slots are fine.
+// that hit NOSCRIPT are sent again with EVAL in a second pipeline. On Redis Cluster the calls
+// are grouped by the primary owning their slot (evalClusterBatch).
 func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		evalClusterBatch(ctx, cc, calls)
+		return
+	}
+	evalPipeline(ctx, rdb, calls)
+}
+
+// evalClusterBatch pipelines each primary's calls on that node's own connection, then sends
+// the calls a node redirected (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the script did not run)
+// one by one through the cluster client, which follows redirects. go-redis's own cluster
+// pipeline is not used: on a retryable error it re-sends the whole node batch, running
+// scripts that had already run (a double debit), measured during slot migrations.
+func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*call) {
+	byNode := map[*redis.Client][]*call{}
+	for _, c := range calls {
+		node, err := cc.MasterForKey(ctx, c.keys[0])
+		if err != nil {
+			c.finish(nil, err)
+			continue
+		}
+		byNode[node] = append(byNode[node], c)
+	}
+	var wg sync.WaitGroup
+	for node, group := range byNode {
+		for _, c := range group {
+			c.redirect = true
+		}
+		wg.Go(func() { evalPipeline(ctx, node, group) }) // the nodes answer in parallel
+	}
+	wg.Wait()
+	for _, group := range byNode {
+		for _, c := range group {
+			if c.redirected != nil {
+				c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
+			}
+		}
+	}
+}
+
+// isRedirect reports a cluster reply after which the script did not run on this node.
+func isRedirect(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// evalPipeline is evalBatch on one pipeline.
+func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call) {
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range calls {
@@ -37,7 +92,7 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 			retry = append(retry, i)
 			continue
 		}
-		calls[i].finish(cmd.Result())
+		calls[i].settle(cmd.Result())
 	}
 	if len(retry) == 0 {
 		return
@@ -49,6 +104,6 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 		return nil
 	})
 	for _, i := range retry {
-		calls[i].finish(cmds[i].Result())
+		calls[i].settle(cmds[i].Result())
 	}
 }

@@ -93,7 +93,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	if opts.DenyCacheSize > 0 {
 		var err error
-		if l.denies, err = newDenyCache(opts.DenyCacheSize); err != nil {
+		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.Timeout); err != nil {
 			return nil, fmt.Errorf("deny cache: %w", err)
 		}
 	}
@@ -132,6 +132,9 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 		// (its context done) says nothing about Redis.
 		if ctx.Err() == nil {
 			l.breaker.failure(l.opts.Now())
+			if cc, ok := l.rdb.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx) // lazy and coalesced: a failover shows in the slot map sooner
+			}
 		}
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err))
 	}

@@ -357,3 +357,33 @@ func checkDenyCacheAnswers(t *testing.T, check func(cost int64) Decision, denied
 	}
 	return c2
 }
+
+// TestDenyCacheExpiryLetsOneThrough: when a cached denial expires, one caller goes to Redis
+// and the others keep the denial for the grace period; an admission forgets the entry.
+func TestDenyCacheExpiryLetsOneThrough(t *testing.T) {
+	const grace = 50 * time.Millisecond
+	c, err := newDenyCache(10, grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPolicy(t, GCRA, FailOpen, Limit{Name: "smooth", Requests: 10, Period: time.Second, Burst: 3})
+	t0 := time.Unix(1000, 0)
+	c.put(p, "hot", 1, Decision{RetryAfter: 100 * time.Millisecond, ResetAfter: 300 * time.Millisecond, DeniedBy: "smooth"}, t0)
+	expired := t0.Add(100 * time.Millisecond)
+	if _, ok := c.get(p, "hot", 1, expired); ok {
+		t.Fatal("the first caller after expiry must go to Redis")
+	}
+	for i := range 10 {
+		d, ok := c.get(p, "hot", 1, expired.Add(time.Duration(i)*time.Millisecond))
+		if !ok || d.Allowed || d.RetryAfter > grace || d.ResetAfter != 200*time.Millisecond-time.Duration(i)*time.Millisecond {
+			t.Fatalf("caller %d during the refresh: %+v %v, want the denial for at most %s, reset 200ms-%dms", i, d, ok, grace, i)
+		}
+	}
+	if _, ok := c.get(p, "hot", 1, expired.Add(grace)); ok {
+		t.Fatal("after the grace a refresher that never answered must not block the next caller")
+	}
+	c.put(p, "hot", 1, Decision{Allowed: true}, expired.Add(grace))
+	if _, ok := c.get(p, "hot", 1, expired.Add(grace+time.Millisecond)); ok {
+		t.Fatal("an admission must forget the denial")
+	}
+}

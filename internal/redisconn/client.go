@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,6 +37,9 @@ func LoadCredentials(dir string) (Credentials, error) {
 	return c, nil
 }
 
+// ClusterStateReload is how often a Cluster client refreshes its slot map unprompted.
+const ClusterStateReload = 2 * time.Second
+
 // NewClient builds a client for o's topology. It does not connect: go-redis dials lazily, so a
 // Redis that is down at start-up is noticed by the first command, not here.
 func NewClient(o Options) (redis.UniversalClient, error) {
@@ -63,10 +67,21 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 		TLSConfig: tlsConfig,
 		// Per-call deadlines (the limiter's timeout) must cut socket reads short.
 		ContextTimeoutEnabled: true,
+		// Never resend a command after a network error: an EVALSHA whose reply was lost may
+		// have run, and running it again would debit the request twice. The limiter's failure
+		// mode and breaker handle the error instead. (Cluster redirects, MOVED and ASK, are
+		// still followed: the command did not run on the node that redirected it.)
+		MaxRetries: -1,
 	}
 	switch o.Mode {
 	case ModeCluster:
-		return redis.NewClusterClient(u.Cluster()), nil
+		c := u.Cluster()
+		// A dead primary answers nothing, so no MOVED ever tells go-redis its replica took
+		// over: reload the slot map often (default 60s), or checks for that shard are decided
+		// without Redis for a minute after a failover. The limiter also asks for a reload
+		// when a call fails.
+		c.ClusterStateReloadInterval = ClusterStateReload
+		return redis.NewClusterClient(c), nil
 	case ModeSentinel:
 		u.MasterName = o.MasterName
 		return redis.NewFailoverClient(u.Failover()), nil
