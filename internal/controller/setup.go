@@ -25,7 +25,7 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 		return fmt.Errorf("add script loader: %w", err)
 	}
 	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Redis: snapshot.Redis{
-		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB}}
+		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}

@@ -60,7 +60,8 @@ type Cost struct {
 	Default int64 `json:"default"`
 	// Header a request may state its cost in.
 	Header string `json:"header,omitempty"`
-	// Max is the largest stated cost accepted; 0 means none may be stated.
+	// Max is the largest cost a request may state (required with Header); 0 means no bound
+	// on costs stated by the trusted fronts (the check API and Envoy's hits_addend).
 	Max int64 `json:"max,omitempty"`
 }
 

@@ -55,6 +55,8 @@ type Redis struct {
 	MasterName string `json:"masterName,omitempty"`
 	// DB is the logical database.
 	DB int `json:"db,omitempty"`
+	// TLS says Redis is reached over TLS; which CAs to trust is each sidecar's own setting.
+	TLS bool `json:"tls,omitempty"`
 }
 
 // Script is one Lua script and its SHA1.

@@ -1,0 +1,69 @@
+// Command sidecar enforces a namespace's RateLimitPolicy snapshot next to an app or a gateway:
+// Envoy RLS v3 over gRPC, an HTTP JSON check API, and a reverse proxy that answers 429.
+package main
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+)
+
+// options are the sidecar's command-line settings.
+type options struct {
+	namespace     string
+	snapshotFile  string
+	snapshotWatch bool
+	grpcAddr      string
+	httpAddr      string
+	proxyAddr     string
+	upstream      string
+	metricsAddr   string
+	pprof         bool
+	timeout       time.Duration
+	pipelining    bool
+	denyCache     int
+	drainDelay    time.Duration
+	shutdownGrace time.Duration
+	redis         redisconn.Options
+	zap           zap.Options
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"),
+		"Namespace whose snapshot is enforced (default $POD_NAMESPACE); other namespaces' snapshots are refused.")
+	fs.StringVar(&o.snapshotFile, "snapshot-file", "",
+		"Path of the mounted snapshot (the ratelimit-snapshot ConfigMap's snapshot.json); reloaded on change.")
+	fs.BoolVar(&o.snapshotWatch, "snapshot-watch", false,
+		"Watch the ratelimit-snapshot ConfigMap through the API server instead of a mounted file.")
+	fs.StringVar(&o.grpcAddr, "grpc-bind-address", ":8081", "Address of the Envoy RLS v3 gRPC front; empty disables it.")
+	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTP check API (POST /v1/check); empty disables it.")
+	fs.StringVar(&o.proxyAddr, "proxy-bind-address", ":8000", "Address of the reverse proxy; used only with --upstream.")
+	fs.StringVar(&o.upstream, "upstream", "", "URL of the app the reverse proxy forwards admitted requests to; empty disables the proxy.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of /metrics, /healthz and /readyz.")
+	fs.BoolVar(&o.pprof, "pprof", false, "Serve /debug/pprof on the metrics address.")
+	fs.DurationVar(&o.timeout, "redis-timeout", 50*time.Millisecond, "Longest wait for one Redis check before the failure mode decides.")
+	fs.BoolVar(&o.pipelining, "pipelining", true, "Coalesce concurrent checks into Redis pipelines.")
+	fs.IntVar(&o.denyCache, "deny-cache-size", 10000,
+		"Answer known denials locally until their retry-after, remembering this many identities; 0 disables.")
+	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second,
+		"On SIGTERM, how long to stay serving while unready so endpoints stop sending traffic.")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "Longest wait for in-flight requests on shutdown.")
+	o.redis.BindFlags(fs)
+	o.zap.BindFlags(fs)
+}
+
+func main() {
+	var o options
+	o.bind(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.WithName("sidecar").Error(err, "sidecar exited")
+		os.Exit(1)
+	}
+}

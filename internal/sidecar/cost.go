@@ -1,0 +1,67 @@
+package sidecar
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// StatedCost turns a cost stated by the caller (a check API field, an Envoy hits_addend, or
+// a header) into the cost to debit: 0 means the policy's default; a policy with cost.max
+// refuses more than that.
+func (e *Entry) StatedCost(n int64) (int64, error) {
+	switch {
+	case n == 0:
+		return max(e.Spec.Cost.Default, 1), nil
+	case n < 0:
+		return 0, fmt.Errorf("cost %d is negative", n)
+	case e.Spec.Cost.Max > 0 && n > e.Spec.Cost.Max:
+		return 0, fmt.Errorf("cost %d exceeds policy %s's cost.max %d", n, e.Name(), e.Spec.Cost.Max)
+	}
+	return n, nil
+}
+
+// HTTPCost is the cost of an HTTP request: the policy's cost header when the request has it
+// (a whole number from 1 to cost.max), else the default.
+func (e *Entry) HTTPCost(h http.Header) (int64, error) {
+	name := e.Spec.Cost.Header
+	if name == "" || len(h.Values(name)) == 0 {
+		return max(e.Spec.Cost.Default, 1), nil
+	}
+	n, err := strconv.ParseInt(h.Get(name), 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("header %s: %q is not a whole number of at least 1", name, truncate(h.Get(name), 32))
+	}
+	if n, err = e.StatedCost(n); err != nil {
+		return 0, fmt.Errorf("header %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// HTTPRequestID is the idempotency key of an HTTP request, or "".
+func (e *Entry) HTTPRequestID(h http.Header) string {
+	if e.Spec.Idempotency == nil || e.Spec.Idempotency.Header == "" {
+		return ""
+	}
+	return h.Get(e.Spec.Idempotency.Header)
+}
+
+// DescriptorRequestID is the idempotency key carried in an Envoy descriptor, or "".
+func (e *Entry) DescriptorRequestID(entries []DescriptorEntry) string {
+	if e.Spec.Idempotency == nil || e.Spec.Idempotency.DescriptorKey == "" {
+		return ""
+	}
+	for _, d := range entries {
+		if d.Key == e.Spec.Idempotency.DescriptorKey {
+			return d.Value
+		}
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

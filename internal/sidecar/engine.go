@@ -1,0 +1,149 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Front names the way a check arrived, for metrics.
+const (
+	// FrontEnvoy is the Envoy RLS v3 gRPC front.
+	FrontEnvoy = "envoy"
+	// FrontCheck is the HTTP JSON check API.
+	FrontCheck = "check"
+	// FrontProxy is the reverse proxy.
+	FrontProxy = "proxy"
+)
+
+// Engine decides checks for every front: identity rules, shadow mode and metrics around the
+// limiter. Safe for concurrent use.
+type Engine struct {
+	// Store holds the snapshot in force.
+	Store *Store
+	// Limiter asks Redis (and applies each policy's failure mode). It may instead be set
+	// later with SetLimiter, when Redis is only known from the first snapshot.
+	Limiter *limiter.Limiter
+	// Metrics, when set, records every decision.
+	Metrics *Metrics
+
+	late atomic.Pointer[limiter.Limiter]
+}
+
+// ErrNoRedisYet is the error of decisions made before the Redis client exists: the fronts
+// serve as soon as the snapshot is known, Redis only once the snapshot names it.
+var ErrNoRedisYet = errors.New("no redis client yet: waiting for a snapshot naming redis")
+
+// SetLimiter installs the limiter when it could not be built before the engine served.
+func (g *Engine) SetLimiter(l *limiter.Limiter) { g.late.Store(l) }
+
+func (g *Engine) limiter() *limiter.Limiter {
+	if l := g.late.Load(); l != nil {
+		return l
+	}
+	return g.Limiter
+}
+
+// Check is one request against one policy.
+type Check struct {
+	// Identity is the caller's identity, when HasIdentity.
+	Identity string
+	// HasIdentity is false when no identity source yielded a value.
+	HasIdentity bool
+	// Cost is the weight; already validated against the policy.
+	Cost int64
+	// RequestID makes the check idempotent when the policy has idempotency.
+	RequestID string
+}
+
+// Outcome is a policy's answer to one request.
+type Outcome struct {
+	// Entry is the policy.
+	Entry *Entry
+	// Decision is the limiter's answer (zero when Skipped or Rejected).
+	Decision limiter.Decision
+	// Allowed is the final answer: the decision, or true for shadow policies and Skipped.
+	Allowed bool
+	// Shadowed is true when the limiter denied but the policy is in shadow mode.
+	Shadowed bool
+	// Skipped is true when the request had no identity and the policy counts none (Skip).
+	Skipped bool
+	// Rejected is true when the request had no identity and the policy rejects it (Reject).
+	Rejected bool
+}
+
+// Result names the outcome for metrics and logs.
+func (o *Outcome) Result() string {
+	switch {
+	case o.Skipped:
+		return "skipped"
+	case o.Rejected:
+		return "rejected"
+	case o.Shadowed:
+		return "shadow_denied"
+	case o.Allowed:
+		return "allowed"
+	}
+	return "denied"
+}
+
+// Decide checks one request against one policy.
+func (g *Engine) Decide(ctx context.Context, front string, e *Entry, c Check) Outcome {
+	start := time.Now()
+	o := g.decide(ctx, e, c)
+	g.Metrics.decided(front, &o, time.Since(start))
+	return o
+}
+
+func (g *Engine) decide(ctx context.Context, e *Entry, c Check) Outcome {
+	o := Outcome{Entry: e}
+	if !c.HasIdentity {
+		switch e.Spec.Identity.OnMissing {
+		case v1alpha1.MissingIdentitySkip:
+			o.Skipped, o.Allowed = true, true
+			return o
+		case v1alpha1.MissingIdentityReject:
+			o.Rejected = true
+			return o
+		}
+		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
+	}
+	lim := g.limiter()
+	if lim == nil {
+		o.Decision = noRedisYet(e)
+	} else {
+		o.Decision = lim.Check(ctx, e.Policy, limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID})
+	}
+	o.Allowed = o.Decision.Allowed
+	if !o.Allowed && e.Spec.Shadow {
+		o.Allowed, o.Shadowed = true, true
+	}
+	return o
+}
+
+// DecideAll checks a request against policies in order and stops at the first denial, so a
+// denied request is not debited from the policies after it. The outcomes are those checked.
+func (g *Engine) DecideAll(ctx context.Context, front string, es []*Entry, check func(*Entry) Check) []Outcome {
+	out := make([]Outcome, 0, len(es))
+	for _, e := range es {
+		o := g.Decide(ctx, front, e, check(e))
+		out = append(out, o)
+		if !o.Allowed {
+			break
+		}
+	}
+	return out
+}
+
+// noRedisYet decides by failure mode before any Redis client exists (a moment at start-up):
+// FailClosed denies, FailOpen and LocalCap admit.
+func noRedisYet(e *Entry) limiter.Decision {
+	if e.Spec.FailureMode == string(limiter.FailClosed) {
+		return limiter.Decision{RetryAfter: time.Second, Source: limiter.SourceFailClosed, Err: ErrNoRedisYet}
+	}
+	return limiter.Decision{Allowed: true, Source: limiter.SourceFailOpen, Err: ErrNoRedisYet}
+}

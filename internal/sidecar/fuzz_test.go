@@ -1,0 +1,76 @@
+package sidecar_test
+
+import (
+	"net/http"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+)
+
+// FuzzDecodeCheckRequest: any body either decodes to a request naming a policy with a
+// non-negative cost, or is refused with an error; never a panic.
+func FuzzDecodeCheckRequest(f *testing.F) {
+	for _, s := range []string{`{"policy":"a","identity":"b","cost":2,"requestId":"r"}`, `{}`, `{"policy":1}`,
+		`{"policy":"a"}{}`, `{"policy":"a","cost":-5}`, "\xff", `{"policy":"a","identity":"\u0000{x}"}`, `[]`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req sidecar.CheckRequest
+		if err := sidecar.DecodeCheckRequest(body, &req); err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if req.Policy == "" || req.Cost < 0 {
+			t.Fatalf("accepted %q as %+v", body, req)
+		}
+	})
+}
+
+// FuzzMatchHTTP drives the request → policy matcher and identity extraction with hostile
+// hosts, paths, methods and header values: no panic, matches only policies whose selectors
+// hold, and every identity lands on a key whose slot is its own policy's tag.
+func FuzzMatchHTTP(f *testing.F) {
+	f.Add("shop.example.com:443", "/api/a/x", "GET", "key-1", "10.0.0.1:1", "1.2.3.4, 5.6.7.8")
+	f.Add("", "", "", "", "", "")
+	f.Add("*.x", "/api/a/../b", "post", "{rl:shop/b:victim}", "[::1]:80", "garbage,,,")
+	f.Add("a\x00b", "/api/a\n", "GET\r\n", "\xff\xfe}{", "x", "2001:db8::1")
+	set := fuzzSet(f)
+	f.Fuzz(func(t *testing.T, host, path, method, key, peer, xff string) {
+		h := http.Header{"X-Api-Key": {key}, "X-Forwarded-For": {xff}, "Authorization": {"Bearer " + key}}
+		for _, e := range set.MatchHTTP(host, path, method) {
+			id, ok := e.HTTPIdentity(h, peer)
+			if ok && id == "" {
+				t.Fatalf("%s: ok with an empty identity", e.Name())
+			}
+			keys := e.Policy.Keys(id, "")
+			tag := keylayout.Slot("rl:shop/" + e.Name() + ":" + keylayout.EncodeValue(id))
+			for _, k := range keys {
+				if keylayout.Slot(k) != tag {
+					t.Fatalf("%s: identity %q built key %q off its tag's slot", e.Name(), id, k)
+				}
+			}
+		}
+		if utf8.ValidString(method) && method == "GET" && len(set.MatchHTTP(host, "/api/a", method)) == 0 {
+			t.Fatalf("policy a must match GET /api/a on any host")
+		}
+	})
+}
+
+func fuzzSet(f *testing.F) *sidecar.Set {
+	jwt := v1alpha1.IdentitySource{Type: v1alpha1.IdentityJWTClaim, JWTClaim: &v1alpha1.JWTClaimSource{Claim: "sub"}}
+	ip := v1alpha1.IdentitySource{Type: v1alpha1.IdentityClientIP, ClientIP: &v1alpha1.ClientIPSource{IPv4PrefixLength: 24, IPv6PrefixLength: 64, TrustedProxies: 1}}
+	s := &sidecar.Store{Namespace: scNamespace}
+	doc := scDoc(f, scPolicy("a", 5), scPolicy("b", 5, func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Match.HTTP = []v1alpha1.HTTPMatch{{Hosts: []string{"*.example.com"}, Methods: []v1alpha1.HTTPMethod{"POST"}}}
+		s.Identity.Sources = []v1alpha1.IdentitySource{jwt, ip}
+	}))
+	if err := s.Load(doc, "fuzz"); err != nil {
+		f.Fatal(err)
+	}
+	return s.Current()
+}

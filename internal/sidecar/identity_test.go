@@ -1,0 +1,70 @@
+package sidecar_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+)
+
+func jwt(payload string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return "Bearer " + enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(payload)) + ".sig"
+}
+
+func TestHTTPIdentity(t *testing.T) {
+	src := func(s ...v1alpha1.IdentitySource) func(*v1alpha1.RateLimitPolicySpec) {
+		return func(spec *v1alpha1.RateLimitPolicySpec) { spec.Identity.Sources = s }
+	}
+	header := v1alpha1.IdentitySource{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}}
+	claim := v1alpha1.IdentitySource{Type: v1alpha1.IdentityJWTClaim, JWTClaim: &v1alpha1.JWTClaimSource{Claim: "org.id"}}
+	ip := func(c *v1alpha1.ClientIPSource) v1alpha1.IdentitySource {
+		return v1alpha1.IdentitySource{Type: v1alpha1.IdentityClientIP, ClientIP: c}
+	}
+	fixed := v1alpha1.IdentitySource{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "everyone"}}
+	set := scLoad(t,
+		scPolicy("key-then-jwt", 5, src(header, claim)),
+		scPolicy("ip-full", 5, src(ip(&v1alpha1.ClientIPSource{IPv4PrefixLength: 32, IPv6PrefixLength: 128}))),
+		scPolicy("ip-masked", 5, src(ip(&v1alpha1.ClientIPSource{IPv4PrefixLength: 24, IPv6PrefixLength: 64}))),
+		scPolicy("ip-proxied", 5, src(ip(&v1alpha1.ClientIPSource{IPv4PrefixLength: 32, IPv6PrefixLength: 128, TrustedProxies: 2}))),
+		scPolicy("key-or-fixed", 5, src(header, fixed)),
+	)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		policy string
+		header http.Header
+		peer   string
+		want   string
+		ok     bool
+	}{
+		{"key-then-jwt", h("x-api-key", "k1", "Authorization", jwt(`{"org":{"id":"o"}}`)), "", "k1", true},
+		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":"o-7"}}`)), "", "o-7", true},
+		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":12345678901234567890}}`)), "", "12345678901234567890", true},
+		{"key-then-jwt", h("Authorization", jwt(`{"org":"flat"}`)), "", "", false},
+		{"key-then-jwt", h("Authorization", "Bearer not-a-jwt"), "", "", false},
+		{"key-then-jwt", h("Authorization", "Basic abc"), "", "", false},
+		{"key-then-jwt", h(), "", "", false},
+		{"ip-full", h("X-Forwarded-For", "9.9.9.9"), "10.1.2.3:5555", "10.1.2.3", true},
+		{"ip-full", h(), "[::ffff:10.1.2.3]:5555", "10.1.2.3", true},
+		{"ip-full", h(), "not-an-address", "", false},
+		{"ip-masked", h(), "10.1.2.3:5555", "10.1.2.0", true},
+		{"ip-masked", h(), "[2001:db8:1:2:3:4:5:6]:1", "2001:db8:1:2::", true},
+		{"ip-proxied", h("X-Forwarded-For", "6.6.6.6, 1.1.1.1", "X-Forwarded-For", "10.0.0.9"), "10.0.0.1:1", "1.1.1.1", true},
+		{"ip-proxied", h("X-Forwarded-For", "1.1.1.1"), "10.0.0.1:1", "1.1.1.1", true},
+		{"ip-proxied", h(), "10.0.0.1:1", "10.0.0.1", true},
+		{"key-or-fixed", h(), "", "everyone", true},
+		{"key-or-fixed", h("X-API-Key", "k"), "", "k", true},
+	} {
+		got, ok := set.Policy(tc.policy).HTTPIdentity(tc.header, tc.peer)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: HTTPIdentity(%v, %q) = %q, %v; want %q, %v", tc.policy, tc.header, tc.peer, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package sidecar
+
+import (
+	"net"
+	"strings"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+)
+
+// MatchHTTP returns the policies governing an HTTP request, in name order.
+func (s *Set) MatchHTTP(host, path, method string) []*Entry {
+	host = hostOnly(host)
+	var out []*Entry
+	for _, e := range s.http {
+		if e.matchesHTTP(host, path, method) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// MatchDescriptor returns the policies of domain whose descriptor entries are all present in
+// entries, in name order.
+func (s *Set) MatchDescriptor(domain string, entries []DescriptorEntry) []*Entry {
+	var out []*Entry
+	for _, e := range s.domains[domain] {
+		if descriptorMatches(e.Spec.Match.Envoy.Descriptors, entries) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Domains reports whether any policy uses domain.
+func (s *Set) Domains(domain string) bool { return len(s.domains[domain]) > 0 }
+
+// DescriptorEntry is one key/value entry of an Envoy rate limit descriptor.
+type DescriptorEntry struct {
+	// Key is the entry's key.
+	Key string
+	// Value is the entry's value.
+	Value string
+}
+
+func (e *Entry) matchesHTTP(host, path, method string) bool {
+	for i, m := range e.Spec.Match.HTTP {
+		if hostMatches(e.hosts[i], host) && pathMatches(m.PathPrefixes, path) && methodMatches(m.Methods, method) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostMatches compares a lower-cased host without port to patterns; "*.x" matches subdomains of x.
+func hostMatches(patterns []string, host string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if p == host || strings.HasPrefix(p, "*.") && strings.HasSuffix(host, p[1:]) && len(host) > len(p)-1 {
+			return true
+		}
+	}
+	return false
+}
+
+// pathMatches matches whole segments: "/api" matches "/api" and "/api/x", not "/apix".
+func pathMatches(prefixes []string, path string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		trimmed := strings.TrimSuffix(p, "/")
+		if path == p || path == trimmed || strings.HasPrefix(path, trimmed+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func methodMatches(methods []v1alpha1.HTTPMethod, method string) bool {
+	if len(methods) == 0 {
+		return true
+	}
+	for _, m := range methods {
+		if string(m) == method {
+			return true
+		}
+	}
+	return false
+}
+
+func descriptorMatches(want []v1alpha1.DescriptorMatch, entries []DescriptorEntry) bool {
+	for _, w := range want {
+		if !hasEntry(entries, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasEntry(entries []DescriptorEntry, w v1alpha1.DescriptorMatch) bool {
+	for _, e := range entries {
+		if e.Key == w.Key && (w.Value == "" || e.Value == w.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOnly lower-cases a Host header value and drops its port.
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+func lowerAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = strings.ToLower(s)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package sidecar_test
+
+import (
+	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+)
+
+func scLoad(t *testing.T, policies ...*v1alpha1.RateLimitPolicy) *sidecar.Set {
+	t.Helper()
+	s := &sidecar.Store{Namespace: scNamespace}
+	if err := s.Load(scDoc(t, policies...), "test"); err != nil {
+		t.Fatal(err)
+	}
+	return s.Current()
+}
+
+func names(es []*sidecar.Entry) []string {
+	out := []string{}
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestMatchHTTP(t *testing.T) {
+	set := scLoad(t,
+		scPolicy("api", 5),
+		scPolicy("shop", 5, func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match.HTTP = []v1alpha1.HTTPMatch{{Hosts: []string{"Shop.Example.com", "*.shop.io"}, Methods: []v1alpha1.HTTPMethod{"POST"}}}
+		}),
+		scPolicy("all", 5, func(s *v1alpha1.RateLimitPolicySpec) { s.Match.HTTP = []v1alpha1.HTTPMatch{{}} }),
+		scPolicy("envoy-only", 5, func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match = v1alpha1.Match{Envoy: &v1alpha1.EnvoyMatch{Domain: "edge"}}
+		}),
+	)
+	for _, tc := range []struct {
+		host, path, method string
+		want               []string
+	}{
+		{"x", "/api/api", "GET", []string{"all", "api"}},
+		{"x", "/api/api/orders", "GET", []string{"all", "api"}},
+		{"x", "/api/apix", "GET", []string{"all"}},
+		{"x", "/api", "GET", []string{"all"}},
+		{"shop.example.com:8443", "/", "POST", []string{"all", "shop"}},
+		{"SHOP.EXAMPLE.COM.", "/", "POST", []string{"all", "shop"}},
+		{"shop.example.com", "/", "GET", []string{"all"}},
+		{"a.b.shop.io", "/", "POST", []string{"all", "shop"}},
+		{"shop.io", "/", "POST", []string{"all"}},
+		{"evilshop.io", "/", "POST", []string{"all"}},
+	} {
+		if got := names(set.MatchHTTP(tc.host, tc.path, tc.method)); !equal(got, tc.want) {
+			t.Errorf("MatchHTTP(%q, %q, %q) = %v, want %v", tc.host, tc.path, tc.method, got, tc.want)
+		}
+	}
+}
+
+func TestMatchDescriptor(t *testing.T) {
+	envoy := func(domain string, d ...v1alpha1.DescriptorMatch) func(*v1alpha1.RateLimitPolicySpec) {
+		return func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match = v1alpha1.Match{Envoy: &v1alpha1.EnvoyMatch{Domain: domain, Descriptors: d}}
+			s.Identity.Sources = []v1alpha1.IdentitySource{{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: "remote_address"}}}
+		}
+	}
+	set := scLoad(t,
+		scPolicy("any-path", 5, envoy("edge", v1alpha1.DescriptorMatch{Key: "path"})),
+		scPolicy("login", 5, envoy("edge", v1alpha1.DescriptorMatch{Key: "path", Value: "/login"})),
+		scPolicy("whole-domain", 5, envoy("edge")),
+		scPolicy("other", 5, envoy("internal")),
+	)
+	entries := func(kv ...string) []sidecar.DescriptorEntry {
+		var out []sidecar.DescriptorEntry
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, sidecar.DescriptorEntry{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		domain  string
+		entries []sidecar.DescriptorEntry
+		want    []string
+	}{
+		{"edge", entries("remote_address", "1.2.3.4", "path", "/login"), []string{"any-path", "login", "whole-domain"}},
+		{"edge", entries("path", "/cart"), []string{"any-path", "whole-domain"}},
+		{"edge", entries("remote_address", "1.2.3.4"), []string{"whole-domain"}},
+		{"internal", nil, []string{"other"}},
+		{"nope", entries("path", "/login"), []string{}},
+	} {
+		if got := names(set.MatchDescriptor(tc.domain, tc.entries)); !equal(got, tc.want) {
+			t.Errorf("MatchDescriptor(%q, %v) = %v, want %v", tc.domain, tc.entries, got, tc.want)
+		}
+	}
+	if !set.Domains("edge") || set.Domains("nope") {
+		t.Error("Domains: edge must be known, nope unknown")
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

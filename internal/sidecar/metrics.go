@@ -1,0 +1,95 @@
+package sidecar
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Metrics are the sidecar's Prometheus series. A nil *Metrics records nothing.
+type Metrics struct {
+	decisions     *prometheus.CounterVec
+	checkSeconds  *prometheus.HistogramVec
+	redisErrors   *prometheus.CounterVec
+	withoutRedis  *prometheus.CounterVec
+	denyCacheHits *prometheus.CounterVec
+	snapshotInfo  *prometheus.GaugeVec
+	snapshotLoads *prometheus.CounterVec
+	snapshotTime  prometheus.Gauge
+	policies      prometheus.Gauge
+}
+
+// NewMetrics creates the series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_total",
+			Help: "Decisions by front, policy, result (allowed, denied, shadow_denied, skipped, rejected) and source."},
+			[]string{"front", "policy", "result", "source"}),
+		checkSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_sidecar_check_duration_seconds",
+			Help:    "Time to decide one policy check, by source (Redis is the script round trip including pipelining).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}},
+			[]string{"source"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_errors_total",
+			Help: "Checks Redis did not answer (error, timeout or open circuit), by policy."}, []string{"policy"}),
+		withoutRedis: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_without_redis_total",
+			Help: "Decisions made by a failure mode because Redis could not be asked, by failure mode and result."},
+			[]string{"failure_mode", "result"}),
+		denyCacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_deny_cache_hits_total",
+			Help: "Denials answered by the local deny cache without asking Redis, by policy."}, []string{"policy"}),
+		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
+			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
+		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
+			Help: "Snapshot documents handed to the sidecar, by result (loaded, refused)."}, []string{"result"}),
+		snapshotTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_last_loaded_timestamp_seconds",
+			Help: "Unix time of the last good snapshot load."}),
+		policies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_policies",
+			Help: "Policies in the snapshot in force."}),
+	}
+	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits,
+		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies)
+	return m
+}
+
+// decided records one policy check.
+func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
+	if m == nil {
+		return
+	}
+	d := &o.Decision
+	source := string(d.Source)
+	if o.Skipped || o.Rejected {
+		source = "none"
+	}
+	m.decisions.WithLabelValues(front, o.Entry.Name(), o.Result(), source).Inc()
+	if o.Skipped || o.Rejected {
+		return
+	}
+	m.checkSeconds.WithLabelValues(source).Observe(took.Seconds())
+	switch {
+	case d.Source == limiter.SourceDenyCache:
+		m.denyCacheHits.WithLabelValues(o.Entry.Name()).Inc()
+	case d.WithoutRedis():
+		m.redisErrors.WithLabelValues(o.Entry.Name()).Inc()
+		m.withoutRedis.WithLabelValues(o.Entry.Spec.FailureMode, o.Result()).Inc()
+	}
+}
+
+func (m *Metrics) snapshotLoaded(s *Set) {
+	if m == nil {
+		return
+	}
+	m.snapshotInfo.Reset()
+	m.snapshotInfo.WithLabelValues(s.Namespace, s.Version).Set(1)
+	m.snapshotLoads.WithLabelValues("loaded").Inc()
+	m.snapshotTime.SetToCurrentTime()
+	m.policies.Set(float64(len(s.Entries)))
+}
+
+func (m *Metrics) snapshotRefused() {
+	if m == nil {
+		return
+	}
+	m.snapshotLoads.WithLabelValues("refused").Inc()
+}

@@ -1,0 +1,88 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// Set is one loaded snapshot: its policies compiled and indexed. Immutable; a reload builds a
+// new Set and swaps it in, so a request in flight finishes on the Set it started with.
+type Set struct {
+	// Namespace the policies belong to.
+	Namespace string
+	// Version is the snapshot's content version.
+	Version string
+	// Redis is the topology the snapshot names.
+	Redis snapshot.Redis
+	// Entries are the policies, sorted by name.
+	Entries []*Entry
+	byName  map[string]*Entry
+	http    []*Entry
+	domains map[string][]*Entry
+}
+
+// NewSet compiles a parsed snapshot. Entries of prev whose published form is unchanged are
+// reused, so their in-process state (the LocalCap counters) survives the reload.
+func NewSet(s *snapshot.Snapshot, prev *Set) (*Set, error) {
+	set := &Set{Namespace: s.Namespace, Version: s.Version, Redis: s.Redis,
+		byName: map[string]*Entry{}, domains: map[string][]*Entry{}}
+	for _, p := range s.Policies {
+		e, err := reuseOrCompile(s.Namespace, p, prev)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := set.byName[p.Name]; dup {
+			return nil, fmt.Errorf("policy %q appears twice", p.Name)
+		}
+		set.add(e)
+	}
+	set.sort()
+	return set, nil
+}
+
+func reuseOrCompile(namespace string, p snapshot.Policy, prev *Set) (*Entry, error) {
+	if prev != nil && prev.Namespace == namespace {
+		if old := prev.byName[p.Name]; old != nil && old.fingerprint != "" && old.fingerprint == fingerprint(p) {
+			return old, nil
+		}
+	}
+	return newEntry(namespace, p)
+}
+
+func (s *Set) add(e *Entry) {
+	s.Entries = append(s.Entries, e)
+	s.byName[e.Name()] = e
+	if len(e.Spec.Match.HTTP) > 0 {
+		s.http = append(s.http, e)
+	}
+	if m := e.Spec.Match.Envoy; m != nil {
+		s.domains[m.Domain] = append(s.domains[m.Domain], e)
+	}
+}
+
+// sort orders every index by policy name, the order requests are checked in.
+func (s *Set) sort() {
+	byName := func(es []*Entry) {
+		sort.Slice(es, func(i, j int) bool { return es[i].Name() < es[j].Name() })
+	}
+	byName(s.Entries)
+	byName(s.http)
+	for _, es := range s.domains {
+		byName(es)
+	}
+}
+
+// Policy returns the named policy, or nil.
+func (s *Set) Policy(name string) *Entry { return s.byName[name] }
+
+// fingerprint is the canonical JSON of a published policy.
+func fingerprint(p snapshot.Policy) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "" // never equal to a real fingerprint: the entry is recompiled
+	}
+	return string(b)
+}

@@ -1,0 +1,112 @@
+package sidecar_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+)
+
+func TestStoreKeepsLastGoodSnapshot(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := &sidecar.Store{Namespace: scNamespace, Metrics: sidecar.NewMetrics(reg)}
+	good := scDoc(t, scPolicy("a", 5))
+	if err := s.Load(good, "test"); err != nil {
+		t.Fatal(err)
+	}
+	version := s.Current().Version
+	bad := map[string][]byte{
+		"truncated":       good[:len(good)/2],
+		"not json":        []byte("hello"),
+		"edited":          []byte(strings.Replace(string(good), `"requests":5`, `"requests":500`, 1)),
+		"unknown version": []byte(strings.Replace(string(good), `"schemaVersion":1`, `"schemaVersion":2`, 1)),
+		"empty":           nil,
+		"other namespace": []byte(strings.Replace(string(scDoc(t, scPolicy("a", 5))), `"namespace":"shop"`, `"namespace":"bank"`, 1)),
+	}
+	for name, doc := range bad {
+		if err := s.Load(doc, name); err == nil {
+			t.Errorf("%s: loaded, want refused", name)
+		}
+		if got := s.Current().Version; got != version {
+			t.Fatalf("%s: version %s in force, want the last good %s", name, got, version)
+		}
+	}
+	if got := metricValue(t, reg, "ratelimit_sidecar_snapshot_loads_total", map[string]string{"result": "refused"}); got != float64(len(bad)) {
+		t.Errorf("refused loads = %v, want %d", got, len(bad))
+	}
+	if err := s.Load(scDoc(t, scPolicy("a", 6)), "test"); err != nil || s.Current().Version == version {
+		t.Fatalf("a new good snapshot must load: err %v", err)
+	}
+}
+
+func TestStoreReusesUnchangedPolicies(t *testing.T) {
+	s := &sidecar.Store{Namespace: scNamespace}
+	localCap := func(spec *v1alpha1.RateLimitPolicySpec) {
+		spec.FailureMode = v1alpha1.FailureModeLocalCap
+		spec.LocalCap = &v1alpha1.LocalCap{Requests: 3, Period: spec.Limits[0].Period, MaxIdentities: 100}
+	}
+	if err := s.Load(scDoc(t, scPolicy("a", 5, localCap), scPolicy("b", 5)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Current()
+	if err := s.Load(scDoc(t, scPolicy("a", 5, localCap), scPolicy("b", 7)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	after := s.Current()
+	if after.Policy("a") != before.Policy("a") {
+		t.Error("unchanged policy a was recompiled: its LocalCap counters would reset on every reload")
+	}
+	if after.Policy("b") == before.Policy("b") || after.Policy("b").Spec.Limits[0].Requests != 7 {
+		t.Error("changed policy b was not recompiled")
+	}
+}
+
+// metricValue sums the series of a counter or gauge whose labels include want.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabels(m.GetLabel(), want) {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
+	n := 0
+	for _, l := range have {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func TestStoreClearMeansNoPolicy(t *testing.T) {
+	s := &sidecar.Store{Namespace: scNamespace}
+	if err := s.Load(scDoc(t, scPolicy("a", 5)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	s.Clear("configmap deleted")
+	set := s.Current()
+	if set == nil || len(set.Entries) != 0 || len(set.MatchHTTP("x", "/api/a", "GET")) != 0 || set.Policy("a") != nil {
+		t.Fatalf("after Clear: %+v, want an empty set in force", set)
+	}
+	if err := s.Load(scDoc(t, scPolicy("a", 5)), "test"); err != nil || s.Current().Policy("a") == nil {
+		t.Fatalf("load after clear: %v", err)
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// TestRunSmall runs the whole command with tiny numbers against a real redis-server, so
+// that it keeps working between the times someone runs it for figures.
+func TestRunSmall(t *testing.T) {
+	t.Setenv(redistest.ServerBinEnv, redistest.RequireRedis(t)) // the binary the harness found
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-benchmark is required under CI: %v", err)
+		}
+		t.Skipf("redis-benchmark not available: %v", err)
+	}
+	c := config{callers: 4, identities: 20, duration: 300 * time.Millisecond, conns: 2, workers: 4,
+		rows: "off,on", hot: true, hotDuration: 200 * time.Millisecond, benchCalls: 2000}
+	rep, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	checkRows(t, rep)
+	checkHot(t, rep.hot)
+	var out bytes.Buffer
+	printReport(&out, c, rep)
+	for _, want := range []string{"| pipelining off |", "| pipelining on |", "| one identity over its limit"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// checkRows wants a ceiling and two rows whose every call Redis admitted.
+func checkRows(t *testing.T, rep *report) {
+	t.Helper()
+	if rep.ceiling <= 0 || rep.ceilingCPU <= 0 {
+		t.Errorf("ceiling %v (Redis CPU %v per call), want > 0", rep.ceiling, rep.ceilingCPU)
+	}
+	if len(rep.rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.rows))
+	}
+	for _, r := range rep.rows {
+		if r.calls == 0 || r.admitted != r.calls || r.fallbacks != 0 || r.p99 < r.p50 {
+			t.Errorf("%s: %+v, want every call admitted by Redis", r.name, r.stats)
+		}
+		if r.cpu <= 0 || r.redisCPU < 0 || r.allocs == 0 {
+			t.Errorf("%s: CPU %v, Redis CPU %v, %d B allocated per decision; want positive figures", r.name, r.cpu, r.redisCPU, r.allocs)
+		}
+	}
+}
+
+// checkHot wants every hot call denied without asking Redis.
+func checkHot(t *testing.T, h *hotResult) {
+	t.Helper()
+	if h == nil || h.calls == 0 || h.denied != h.calls {
+		t.Fatalf("hot phase %+v, want every call denied", h)
+	}
+	if h.evalsha != 0 {
+		t.Errorf("hot identity cost Redis %d EVALSHA calls within its retry-after, want 0 (deny cache)", h.evalsha)
+	}
+	if h.retryAfter < 11*time.Second || h.retryAfter > 12*time.Second {
+		t.Errorf("hot retry-after %v, want about 12s", h.retryAfter)
+	}
+}
+
+func TestParseRows(t *testing.T) {
+	got, err := parseRows("off, on")
+	if err != nil || len(got) != 2 || got[0] || !got[1] {
+		t.Errorf(`parseRows("off, on") = %v, %v; want [false true]`, got, err)
+	}
+	if _, err := parseRows("sideways"); err == nil || !strings.Contains(err.Error(), "sideways") {
+		t.Errorf("parseRows(sideways): %v, want an error naming it", err)
+	}
+}
