@@ -34,9 +34,13 @@ type options struct {
 	metricsSecure bool
 	probeAddr     string
 	leaderElect   bool
+	leaderNS      string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
 	enableHTTP2   bool
 	webhooks      bool
 	scriptResync  time.Duration
+	webhookHost   string
 	webhookPort   int
 	certDir       string
 	redis         redisconn.Options
@@ -51,10 +55,17 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so only one manager replica reconciles at a time.")
+	fs.StringVar(&o.leaderNS, "leader-election-namespace", "",
+		"Namespace of the leader election Lease (default: the pod's namespace; required outside a cluster).")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long a standby waits before taking over from a leader that stopped renewing.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew before it gives up leadership.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Serve HTTP/2 on the metrics and webhook servers (off: CVE-2023-44487 rapid reset).")
 	fs.BoolVar(&o.webhooks, "webhooks", true,
 		"Serve the RateLimitPolicy admission webhooks (needs tls.crt and tls.key in --webhook-cert-dir).")
+	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (default: every interface).")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.DurationVar(&o.scriptResync, "script-resync", 10*time.Second,
 		"How often the Lua scripts are checked on every Redis primary (SCRIPT EXISTS) and reloaded after a restart or SCRIPT FLUSH.")
@@ -100,7 +111,12 @@ func run(o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	ready := healthz.Ping
+	if o.webhooks {
+		// Ready once the webhook server serves: the API server calls it for every policy write.
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
@@ -130,10 +146,16 @@ func managerOptions(o options) ctrl.Options {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
 		}},
-		Metrics:                metrics,
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOpts}),
-		HealthProbeBindAddress: o.probeAddr,
-		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       "ratelimit-operator.policy.ratelimit.dev",
+		Metrics:                 metrics,
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOpts}),
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "ratelimit-operator.policy.ratelimit.dev",
+		LeaderElectionNamespace: o.leaderNS,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		// A manager stopping on SIGTERM hands the Lease over at once instead of making the
+		// standby wait out the lease: safe because the manager exits right after.
+		LeaderElectionReleaseOnCancel: true,
 	}
 }

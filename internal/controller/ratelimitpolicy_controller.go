@@ -46,9 +46,8 @@ type PolicyReconciler struct {
 	ready readyTracker
 }
 
-// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile implements reconcile.Reconciler: Get, finalizer, evaluate, deferred status patch.

@@ -64,7 +64,7 @@ type publishedState struct {
 	seeded   bool                // read from the ConfigMap, not yet recorded by a sync
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 
 // Reconcile rebuilds one namespace's snapshot and writes it if it changed.
 func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
