@@ -56,9 +56,13 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 verify-generated: manifests generate docs ## Fail when generated files differ from what is committed.
 	@git diff --exit-code -- api config docs || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
 
+.PHONY: demo
+demo: envtest redis ## The whole system on this machine: control plane, Redis, manager, sidecar, samples (DEMO_ARGS=--stay keeps it up).
+	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo $(DEMO_ARGS)
+
 .PHONY: test
 test: manifests generate vet envtest redis ## Run every test against a real kube-apiserver + etcd and real redis-server.
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
+	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
 bench: redis ## Print the limiter benchmark table (real redis-server + redis-benchmark) and run the Go benchmarks.

@@ -32,12 +32,31 @@ for p in "$pkg" "$base"; do
   ldflags+=" -X $p.gitMinor=${minor} -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 done
 
+# build_with_progress LABEL OUT PKG LDFLAGS: go build with a progress line on stderr (packages
+# compiled of the package's dependency count; redrawn on a terminal, every 20s in a log).
+build_with_progress() {
+  local label=$1 out=$2 pkg=$3 flags=$4 total n=0 t0=$SECONDS last=$SECONDS log="$tmp/$1.log"
+  echo "envtest: $label: downloading modules..." >&2
+  go mod download
+  total=$(go list -deps "$pkg" | wc -l)
+  CGO_ENABLED=0 go build -v -trimpath -ldflags "$flags" -o "$out" "$pkg" 2>&1 | tee "$log" | while IFS= read -r _; do
+    n=$((n + 1))
+    if [[ -t 2 ]]; then
+      printf '\renvtest: %s: %d/%d packages compiled, %ds ' "$label" "$n" "$total" $((SECONDS - t0)) >&2
+    elif ((SECONDS - last >= 20)); then
+      echo "envtest: $label: $n/$total packages compiled, $((SECONDS - t0))s" >&2
+      last=$SECONDS
+    fi
+  done || { echo >&2; cat "$log" >&2; return 1; }
+  [[ -t 2 ]] && echo >&2
+  echo "envtest: $label built in $((SECONDS - t0))s" >&2
+}
+
 cd "$here/envtest"
 start=$SECONDS
-echo "envtest: building etcd ${etcd_version} (cached after the first run)..." >&2
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-echo "envtest: etcd built in $((SECONDS - start))s; building kube-apiserver v${k8s_version} (about 10 min cold on 2 cores)..." >&2
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+echo "envtest: first run builds etcd ${etcd_version} and kube-apiserver v${k8s_version} from source (about 10 min on 2 cores; cached afterwards)" >&2
+build_with_progress etcd "$tmp/etcd" go.etcd.io/etcd/server/v3 "-s -w"
+build_with_progress kube-apiserver "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
 mv "$tmp/etcd" "$tmp/kube-apiserver" "$dir/"
 echo "envtest: control plane ready in $((SECONDS - start))s at $dir" >&2
 echo "$dir"

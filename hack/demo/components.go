@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
+)
+
+// controlPlane starts kube-apiserver + etcd with the CRD and the webhook configurations.
+func (d *demo) controlPlane(_ context.Context) error {
+	d.step("Control plane: kube-apiserver + etcd (envtest), CRD and webhook configurations installed")
+	env, err := kubetest.Start(func(e *envtest.Environment) {
+		e.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(kubetest.RepoRoot(), "config", "webhook")},
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
+	}
+	d.env = env
+	d.kcfg = filepath.Join(d.dir, "kubeconfig")
+	if err := kubetest.WriteKubeconfig(env.Config, d.kcfg); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	d.say("API server %s, kubeconfig %s", env.Config.Host, d.kcfg)
+	return nil
+}
+
+// startRedis runs redis-server on a free loopback port, without persistence.
+func (d *demo) startRedis(ctx context.Context) error {
+	d.step("Redis: a local redis-server")
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	d.addrs.redis = addr
+	d.redis, err = d.launchRedis()
+	if err != nil {
+		return err
+	}
+	if err := waitRedis(ctx, addr); err != nil {
+		return err
+	}
+	out, _ := exec.Command("redis-server", "--version").Output() // only for display
+	d.say("%s on %s", strings.Fields(string(out))[min(2, len(strings.Fields(string(out)))-1)], addr)
+	return nil
+}
+
+func (d *demo) launchRedis() (*proc, error) {
+	_, port, _ := net.SplitHostPort(d.addrs.redis)
+	return d.startProc("redis", "redis-server", "--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no", "--dir", d.dir)
+}
+
+// restartRedis brings Redis back (for --stay).
+func (d *demo) restartRedis(ctx context.Context) {
+	p, err := d.launchRedis()
+	if err == nil {
+		d.redis = p
+		_ = waitRedis(ctx, d.addrs.redis) // best effort: the explorer will see it either way
+	}
+}
+
+// waitRedis waits until Redis answers PING over a raw connection.
+func waitRedis(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_, _ = c.Write([]byte("PING\r\n"))
+			buf := make([]byte, 7)
+			n, _ := c.Read(buf)
+			_ = c.Close()
+			if strings.HasPrefix(string(buf[:n]), "+PONG") {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server did not answer on %s (run `make redis` to install it)", addr)
+}
+
+// startManager builds and runs the manager: controller + webhooks on envtest's serving certs.
+func (d *demo) startManager(ctx context.Context) error {
+	d.step("Manager: controller and admission webhooks (go build ./cmd/manager)")
+	bin, err := d.build(ctx, "cmd/manager")
+	if err != nil {
+		return err
+	}
+	probes, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	d.addrs.managerProbes = probes
+	w := d.env.Environment.WebhookInstallOptions
+	p, err := d.startProc("manager", bin, "--kubeconfig", d.kcfg, "--redis-addrs", d.addrs.redis,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
+		"--webhook-host", w.LocalServingHost, "--webhook-port", strconv.Itoa(w.LocalServingPort),
+		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s")
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, p)
+	if err := waitHTTP(ctx, p, "http://"+probes+"/readyz", 60*time.Second); err != nil {
+		return err
+	}
+	d.say("ready; webhooks on %s:%d; log %s", w.LocalServingHost, w.LocalServingPort, p.log)
+	return nil
+}
+
+// startSidecar runs the sidecar as a reverse proxy in front of a tiny upstream, watching the
+// namespace's snapshot through the API server; Redis comes from the snapshot.
+func (d *demo) startSidecar(ctx context.Context) error {
+	d.step("Sidecar: reverse proxy in front of a tiny upstream, snapshot watched through the API")
+	if err := d.startUpstream(); err != nil {
+		return err
+	}
+	bin, err := d.build(ctx, "cmd/sidecar")
+	if err != nil {
+		return err
+	}
+	for _, a := range []*string{&d.addrs.proxy, &d.addrs.check, &d.addrs.grpc, &d.addrs.sidecarMetrics} {
+		if *a, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	p, err := d.startProc("sidecar", bin, "--namespace", d.opts.namespace, "--snapshot-watch", "--kubeconfig", d.kcfg,
+		"--upstream", "http://"+d.addrs.upstream, "--proxy-bind-address", d.addrs.proxy,
+		"--http-bind-address", d.addrs.check, "--grpc-bind-address", d.addrs.grpc,
+		"--metrics-bind-address", d.addrs.sidecarMetrics, "--drain-delay", "0s", "--redis-timeout", "50ms")
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, p)
+	if err := waitHTTP(ctx, p, "http://"+d.addrs.sidecarMetrics+"/readyz", 60*time.Second); err != nil {
+		return err
+	}
+	d.say("proxy http://%s → upstream http://%s; check API http://%s/v1/check; Envoy RLS %s", d.addrs.proxy,
+		d.addrs.upstream, d.addrs.check, d.addrs.grpc)
+	return nil
+}
+
+// startUpstream serves a one-line answer on loopback: the app behind the sidecar.
+func (d *demo) startUpstream() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("upstream: %w", err)
+	}
+	d.addrs.upstream = l.Addr().String()
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "hello from the app: %s %s\n", r.Method, r.URL.Path)
+	})}
+	go func() { _ = srv.Serve(l) }() // ends with the process
+	return nil
+}
