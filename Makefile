@@ -81,8 +81,9 @@ fuzz: ## Run every go-fuzz target for FUZZTIME each (default 30s); failures land
 ##@ Build
 
 .PHONY: build
-build: manifests generate ## Build the manager binary into bin/.
+build: manifests generate ## Build the manager and sidecar binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/sidecar ./cmd/sidecar
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig (webhooks off).

@@ -1,0 +1,60 @@
+package policy_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+)
+
+// FuzzCompile drives policy validation (what the webhook and the controller share) with
+// hostile key templates, limits and algorithms: it never panics, every refusal names a field,
+// and whatever it accepts keeps every key of a call on one slot for any identity, with a TTL
+// no shorter than the algorithm's horizon.
+func FuzzCompile(f *testing.F) {
+	f.Add("TokenBucket", "{rl:${namespace}/${policy}:${identity}}:${limit}", "", int64(10), int64(1000), int64(0), int64(2), "a-b")
+	f.Add("SlidingWindow", "{rl:${identity}}:${limit}:${slot}", "{rl:${identity}}:idem:${requestId}", int64(5), int64(60000), int64(0), int64(0), "{x}")
+	f.Add("GCRA", "rl:${identity}:${limit}", "", int64(1), int64(1), int64(3), int64(1), "\x00")
+	f.Add("FixedWindow", "{}${identity}", "{${requestId}}", int64(0), int64(-5), int64(-1), int64(0), "")
+	f.Fuzz(func(t *testing.T, alg, state, idem string, requests, periodMs, burst, limits int64, identity string) {
+		p := base()
+		p.Spec.Algorithm = v1alpha1.Algorithm(alg)
+		p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: state, Idempotency: idem}
+		p.Spec.Limits = nil
+		for i := range limits%4 + 1 {
+			l := v1alpha1.Limit{Name: string(rune('a' + i)), Requests: requests + i,
+				Period: metav1.Duration{Duration: time.Duration(periodMs*(i+1)) * time.Millisecond}}
+			if burst != 0 {
+				l.Burst = ptr(burst)
+			}
+			p.Spec.Limits = append(p.Spec.Limits, l)
+		}
+		if idem != "" {
+			p.Spec.Idempotency = &v1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
+		}
+		policy.Default(p)
+		compiled, errs := policy.Compile(p)
+		for _, e := range errs {
+			if e.Field == "" {
+				t.Fatalf("refusal without a field: %v", e)
+			}
+		}
+		if compiled == nil {
+			return
+		}
+		keys := compiled.Keys(identity, identity)
+		for _, k := range keys[1:] {
+			if keylayout.Slot(k) != keylayout.Slot(keys[0]) {
+				t.Fatalf("accepted %q/%q: keys %q and %q of one call are on different slots", state, idem, keys[0], k)
+			}
+		}
+		if h := limiter.Horizon(compiled.Algorithm, compiled.Limits); compiled.TTL < h {
+			t.Fatalf("accepted a TTL %s below the horizon %s", compiled.TTL, h)
+		}
+	})
+}
