@@ -72,6 +72,7 @@ type Limiter struct {
 	rdb     redis.UniversalClient
 	opts    Options
 	breaker *breaker
+	shards  *shards // per-primary breakers on Redis Cluster
 	batch   *batcher
 	denies  *denyCache
 	// socketDeadlines is true when the client cuts socket reads at the context deadline
@@ -91,6 +92,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	l := &Limiter{rdb: rdb, opts: opts, socketDeadlines: contextDeadlines(rdb)}
 	l.breaker = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second,
 		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	l.shards = newShards(rdb, opts)
 	if opts.DenyCacheSize > 0 {
 		var err error
 		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.Timeout); err != nil {
@@ -107,6 +109,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 // caller's to close.
 func (l *Limiter) Close() {
 	l.breaker.close()
+	if l.shards != nil {
+		l.shards.close()
+	}
 	if l.batch != nil {
 		l.batch.close()
 	}
@@ -123,25 +128,27 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 			return d
 		}
 	}
-	if !l.breaker.allow() {
-		return l.fallback(p, r, ErrCircuitOpen)
+	keys := p.Keys(r.Identity, r.RequestID)
+	b := l.breakerFor(ctx, keys[0])
+	if !b.allow() {
+		return l.fallback(p, r, ErrCircuitOpen, b)
 	}
-	v, err := l.eval(ctx, p, r, idempotent)
+	v, err := l.eval(ctx, p, keys, r, idempotent)
 	if err != nil {
 		// Our own timeout or a Redis error counts against Redis; a caller that went away
 		// (its context done) says nothing about Redis.
 		if ctx.Err() == nil {
-			l.breaker.failure(l.opts.Now())
+			b.failure(l.opts.Now())
 			if cc, ok := l.rdb.(*redis.ClusterClient); ok {
 				cc.ReloadState(ctx) // lazy and coalesced: a failover shows in the slot map sooner
 			}
 		}
-		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err))
+		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err), b)
 	}
-	l.breaker.success()
+	b.success()
 	d, err := decodeReply(p, v)
 	if err != nil {
-		return l.fallback(p, r, err)
+		return l.fallback(p, r, err, b)
 	}
 	if l.denies != nil && !idempotent {
 		l.denies.put(p, r.Identity, r.Cost, d, now)
@@ -152,8 +159,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 // eval sends the script call, through the batcher when pipelining is on. Timeout is enforced
 // on the socket when the client honours context deadlines (ContextTimeoutEnabled, as
 // redisconn builds it); otherwise a timer of our own bounds the wait.
-func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent bool) (any, error) {
-	keys := p.Keys(r.Identity, r.RequestID)
+func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request, idempotent bool) (any, error) {
 	args := p.Args(r.Cost, idempotent)
 	if l.batch == nil && l.socketDeadlines {
 		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
@@ -182,11 +188,11 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, r Request, idempotent boo
 }
 
 // fallback decides without Redis, by the policy's failure mode.
-func (l *Limiter) fallback(p *Policy, r Request, cause error) Decision {
+func (l *Limiter) fallback(p *Policy, r Request, cause error, b *breaker) Decision {
 	now := l.opts.Now()
 	switch p.FailureMode {
 	case FailClosed:
-		return Decision{Allowed: false, RetryAfter: max(l.breaker.retryIn(now), time.Second),
+		return Decision{Allowed: false, RetryAfter: max(b.retryIn(now), time.Second),
 			Source: SourceFailClosed, Err: cause}
 	case LocalCap:
 		ok, rem, wait := p.local.take(r.Identity, r.Cost, now)
