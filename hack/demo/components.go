@@ -136,7 +136,7 @@ func (d *demo) startSidecar(ctx context.Context) error {
 	p, err := d.startProc("sidecar", bin, "--namespace", d.opts.namespace, "--snapshot-watch", "--kubeconfig", d.kcfg,
 		"--upstream", "http://"+d.addrs.upstream, "--proxy-bind-address", d.addrs.proxy,
 		"--http-bind-address", d.addrs.check, "--grpc-bind-address", d.addrs.grpc,
-		"--metrics-bind-address", d.addrs.sidecarMetrics, "--drain-delay", "0s", "--redis-timeout", "50ms")
+		"--metrics-bind-address", d.addrs.sidecarMetrics, "--drain-delay", "0s", "--redis-timeout", "500ms")
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func TestRedisKilled(t *testing.T) {
 	for _, mode := range []FailureMode{FailOpen, FailClosed, LocalCap} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			l := newLimiter(t, srv.Client(), Options{}) // default Timeout 50ms, breaker 5 failures
+			l := newLimiter(t, srv.Client(), Options{Timeout: 50 * time.Millisecond}) // the production default; breaker 5 failures
 			p := newPolicy(t, TokenBucket, mode, perHour("hourly", 1_000_000))
 			mustCheck(t, l, p, Request{Identity: "warm-up"})
 

@@ -33,7 +33,7 @@ func startRig(t *testing.T, withRedisFlag bool) *rig {
 	r.proxy, r.check, r.metrics = freeAddr(t), freeAddr(t), freeAddr(t)
 	args := []string{"--namespace", namespace, "--snapshot-file", r.vol.path(), "--upstream", upstream.URL,
 		"--proxy-bind-address", r.proxy, "--http-bind-address", r.check, "--grpc-bind-address", freeAddr(t),
-		"--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--shutdown-grace", "5s"}
+		"--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--shutdown-grace", "5s", "--redis-timeout", "2s"}
 	if withRedisFlag {
 		args = append(args, "--redis-addrs", r.redis.Addr())
 	}
@@ -146,7 +146,7 @@ func TestSidecarBeforeAnyPolicy(t *testing.T) {
 	r := &rig{redis: srv, vol: vol, proxy: freeAddr(t), metrics: freeAddr(t)}
 	r.proc = startSidecar(t, buildSidecar(t), "--namespace", namespace, "--snapshot-file", vol.path(),
 		"--upstream", upstream.URL, "--proxy-bind-address", r.proxy, "--http-bind-address", "",
-		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s")
+		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--redis-timeout", "2s")
 	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)
 	for range 5 {
 		if resp := r.get(t, "/api/x", "alice"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
