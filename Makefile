@@ -65,9 +65,9 @@ test: manifests generate vet envtest redis ## Run every test against a real kube
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
-bench: redis ## Print the limiter benchmark table (real redis-server + redis-benchmark) and run the Go benchmarks.
-	go run ./test/bench/limiter
-	go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/
+bench: redis envtest ## Print the benchmark table: scripts, limiter, sidecar gRPC, controller, Redis Cluster (docs/benchmarks.md; BENCH_ARGS=flags, BENCH_GO=1 adds Go micro-benchmarks).
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./test/bench/limiter $(BENCH_ARGS)
+	@if [ -n "$(BENCH_GO)" ]; then go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/; fi
 
 FUZZTIME ?= 30s
 .PHONY: fuzz

@@ -161,8 +161,8 @@ func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPo
 		return nil
 	}
 	controllerutil.RemoveFinalizer(p, Finalizer)
-	if err := r.Update(ctx, p); err != nil {
-		return fmt.Errorf("remove finalizer: %w", client.IgnoreNotFound(err))
+	if err := client.IgnoreNotFound(r.Update(ctx, p)); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err) // gone already: nothing left to do
 	}
 	r.ready.forget(client.ObjectKeyFromObject(p))
 	return nil

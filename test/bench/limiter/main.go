@@ -1,185 +1,173 @@
-// Command limiter-bench measures the limiter scripts on one local redis-server and prints
-// one table: Redis µs per call (INFO commandstats), the redis-benchmark -P 16 EVALSHA ceiling,
-// Go client decisions/s and latency unpipelined and pipelined, and Redis bytes per active
-// identity (MEMORY USAGE). A straightforward token bucket (HMGET + HMSET + PEXPIRE) is
-// measured beside them as the baseline. Run with `make bench`.
+// Command limiter-bench is `make bench`: it measures every limiter algorithm on one local
+// redis-server, in one run, and prints one markdown table: Redis µs per call (INFO
+// commandstats) against a straightforward HMGET+HMSET+PEXPIRE token bucket (the baseline
+// fixture), the redis-benchmark -P 16 EVALSHA ceiling, decisions/s and p50/p99 of the Go
+// limiter (pipelined) and of the sidecar's Envoy RLS gRPC front (test/bench/internal/rls),
+// Redis bytes per identity (MEMORY USAGE), and over-admission under 64-way concurrency.
+// Below it: the targets met or missed, the controller's bulk apply (BenchmarkBulkApply in
+// test/envtestcontroller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
+// 3 primaries. Every throughput and latency cell is the median of -reps short runs.
+//
+// It exits non-zero when any algorithm admits more than its limit (over-admission), or when
+// a part fails. -update-doc replaces the results block of docs/benchmarks.md with the output.
+// docs/benchmarks.md describes every column.
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
 //go:embed baseline_token_bucket.lua
 var baselineSrc string
 
 type config struct {
-	calls       int
-	concurrency int
-	identities  int
-	benchCalls  int
-	workers     int
+	duration      time.Duration
+	reps          int
+	callers       int
+	identities    int
+	benchCalls    int
+	workers       int
+	conns         int
+	streamWorkers int
+	overLimit     int
+	overClients   int
+	overCallers   int
+	cluster       string
+	controller    bool
+	envtestPkg    string
+	updateDoc     string
+}
+
+func defaultConfig() config {
+	return config{duration: 2 * time.Second, reps: 3, callers: 64, identities: 10000, benchCalls: 150000,
+		conns: 2, streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
+		cluster: "1,2,3", controller: true, envtestPkg: "./test/envtestcontroller/"}
 }
 
 func main() {
-	var c config
-	flag.IntVar(&c.calls, "calls", 200000, "Go client checks per measurement")
-	flag.IntVar(&c.concurrency, "concurrency", 64, "concurrent callers")
-	flag.IntVar(&c.identities, "identities", 10000, "distinct identities")
-	flag.IntVar(&c.benchCalls, "redis-benchmark-calls", 300000, "calls per redis-benchmark run")
-	flag.IntVar(&c.workers, "workers", 0, "pipeline workers (0: the limiter's default)")
+	c := defaultConfig()
+	flag.DurationVar(&c.duration, "duration", c.duration, "length of one throughput run (each cell is the median of -reps runs)")
+	flag.IntVar(&c.reps, "reps", c.reps, "runs per cell; the table shows the median")
+	flag.IntVar(&c.callers, "callers", c.callers, "concurrent callers of the limiter and of the gRPC front")
+	flag.IntVar(&c.identities, "identities", c.identities, "distinct identities the callers pick from at random")
+	flag.IntVar(&c.benchCalls, "redis-benchmark-calls", c.benchCalls, "calls per redis-benchmark run")
+	flag.IntVar(&c.workers, "pipeline-workers", c.workers, "limiter pipelines in flight (limiter.Options.Workers; 0: its default)")
+	flag.IntVar(&c.conns, "conns", c.conns, "gRPC client connections the callers share")
+	flag.IntVar(&c.streamWorkers, "stream-workers", c.streamWorkers, "gRPC server stream workers (0: a goroutine per call)")
+	flag.IntVar(&c.overLimit, "overadmit-limit", c.overLimit, "L: the limit hammered in the over-admission check (no refill during the check)")
+	flag.IntVar(&c.overClients, "overadmit-clients", c.overClients, "separate Redis clients (and limiters) in the over-admission check")
+	flag.IntVar(&c.overCallers, "overadmit-callers", c.overCallers, "goroutines in the over-admission check, spread over the clients")
+	flag.StringVar(&c.cluster, "cluster", c.cluster, "Redis Cluster primaries to measure, comma-separated; empty skips the section")
+	flag.BoolVar(&c.controller, "controller", c.controller, "run BenchmarkBulkApply (needs KUBEBUILDER_ASSETS; `make bench` sets it)")
+	flag.StringVar(&c.envtestPkg, "envtest-pkg", c.envtestPkg, "package holding BenchmarkBulkApply, relative to the working directory")
+	flag.StringVar(&c.updateDoc, "update-doc", c.updateDoc, "also write the output between the <!-- results --> markers of this file (docs/benchmarks.md)")
 	flag.Parse()
-	if err := run(c); err != nil {
+	if err := benchMain(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "limiter-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(c config) error {
-	srv, err := startServer()
-	if err != nil {
+// benchMain runs everything, prints the report to w (and into -update-doc), and returns an
+// error for over-admission or a failed part, after printing what was measured.
+func benchMain(ctx context.Context, c config, w io.Writer) error {
+	if _, err := parsePrimaries(c.cluster); err != nil {
 		return err
 	}
-	defer srv.stop()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), PoolSize: c.concurrency, ContextTimeoutEnabled: true}) // as redisconn builds it
-	defer func() { _ = rdb.Close() }()
-	ctx := context.Background()
-
-	var rows []row
-	base, err := measureBaseline(ctx, rdb, srv, c)
-	if err != nil {
-		return err
+	started := time.Now()
+	rep, runErr := run(ctx, c)
+	if rep == nil {
+		return runErr
 	}
-	rows = append(rows, base)
-	for _, alg := range []limiter.Algorithm{limiter.TokenBucket, limiter.GCRA, limiter.FixedWindow, limiter.SlidingWindow} {
-		r, err := measureAlgorithm(ctx, rdb, srv, c, alg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", alg, err)
+	rep.elapsed = time.Since(started)
+	var buf bytes.Buffer
+	printReport(&buf, c, rep)
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	var errs []error
+	if runErr != nil {
+		errs = append(errs, runErr)
+	}
+	if over := rep.overAdmitted(); len(over) > 0 {
+		errs = append(errs, fmt.Errorf("over-admission: %s admitted more than the limit", strings.Join(over, ", ")))
+	}
+	if c.updateDoc != "" && len(errs) == 0 {
+		if err := updateDoc(c.updateDoc, buf.String()); err != nil {
+			errs = append(errs, err)
 		}
-		rows = append(rows, r)
 	}
-	printTable(os.Stdout, rows, base, c)
+	return errors.Join(errs...)
+}
+
+// parsePrimaries reads -cluster: "1,2,3" → [1 2 3]; empty → none.
+func parsePrimaries(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 16 {
+			return nil, fmt.Errorf("-cluster: %q is not a number of primaries from 1 to 16", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Markers around the results block of docs/benchmarks.md.
+const (
+	beginMarker = "<!-- results -->"
+	endMarker   = "<!-- /results -->"
+)
+
+// updateDoc replaces what lies between the markers in path with report.
+func updateDoc(path, report string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("update doc: %w", err)
+	}
+	out, err := replaceResults(string(data), report)
+	if err != nil {
+		return fmt.Errorf("update doc %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil { //nolint:gosec // a doc in the repository
+		return fmt.Errorf("update doc: %w", err)
+	}
 	return nil
 }
 
-// row is one script's figures.
-type row struct {
-	name       string
-	redisUS    float64 // INFO commandstats usec_per_call for EVALSHA
-	ceiling    float64 // redis-benchmark -P 16 EVALSHA calls/s
-	direct     stats   // Go client, one round trip per check
-	piped      stats   // Go client, coalesced pipelines
-	bytesPerID float64 // default layout, long names: {rl:default/api-per-key:user-00001234}:per-second
-	bytesShort float64 // default layout, short names: {rl:shop/api:user-00001234}:rps
+func replaceResults(doc, report string) (string, error) {
+	begin, end := markerLine(doc, beginMarker, 0), -1
+	if begin >= 0 {
+		end = markerLine(doc, endMarker, begin)
+	}
+	if begin < 0 || end < 0 {
+		return "", fmt.Errorf("no %s line followed by a %s line", beginMarker, endMarker)
+	}
+	return doc[:begin] + beginMarker + "\n\n" + strings.TrimSpace(report) + "\n\n" + doc[end:], nil
 }
 
-func policyFor(alg limiter.Algorithm) (*limiter.Policy, error) {
-	return namedPolicy(alg, "default", "api-per-key", "per-second")
-}
-
-func shortPolicyFor(alg limiter.Algorithm) (*limiter.Policy, error) {
-	return namedPolicy(alg, "shop", "api", "rps")
-}
-
-// namedPolicy is a single-limit policy (100/s) with the default key layout.
-func namedPolicy(alg limiter.Algorithm, namespace, name, limit string) (*limiter.Policy, error) {
-	key := "{rl:${namespace}/${policy}:${identity}}:${limit}"
-	if alg == limiter.SlidingWindow {
-		key += ":${slot}"
-	}
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: namespace, Name: name,
-		Algorithm: alg, Limits: []limiter.Limit{{Name: limit, Requests: 100, Period: time.Second}},
-		StateKey: key, TTL: 2 * time.Second, FailureMode: limiter.FailOpen})
-	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
-	}
-	return p, nil
-}
-
-func identity(i int) string { return fmt.Sprintf("user-%08d", i) }
-
-func measureAlgorithm(ctx context.Context, rdb *redis.Client, srv *server, c config, alg limiter.Algorithm) (row, error) {
-	p, err := policyFor(alg)
-	if err != nil {
-		return row{}, err
-	}
-	r := row{name: p.Script().Name}
-	keys := p.Keys("user-__rand_int__", "")
-	var args []string
-	for _, a := range p.Args(1, false) {
-		args = append(args, fmt.Sprint(a))
-	}
-	if r.ceiling, r.redisUS, err = redisBenchmark(ctx, rdb, srv, c, p.Script().Source, keys, args); err != nil {
-		return r, err
-	}
-	for _, piped := range []bool{false, true} {
-		if err := rdb.FlushAll(ctx).Err(); err != nil {
-			return r, fmt.Errorf("flushall: %w", err)
+// markerLine is the offset of the first line at or after from that is marker alone, or -1:
+// a marker quoted in the prose does not count.
+func markerLine(doc, marker string, from int) int {
+	for off := from; off < len(doc); {
+		line, _, _ := strings.Cut(doc[off:], "\n")
+		if strings.TrimSpace(line) == marker {
+			return off
 		}
-		l, err := limiter.New(rdb, limiter.Options{Pipelining: piped, Workers: c.workers, Timeout: time.Second})
-		if err != nil {
-			return r, fmt.Errorf("limiter: %w", err)
-		}
-		s, err := drive(ctx, c, func(ctx context.Context, i int) error {
-			if d := l.Check(ctx, p, limiter.Request{Identity: identity(i)}); d.WithoutRedis() {
-				return fmt.Errorf("check failed: %w", d.Err)
-			}
-			return nil
-		})
-		l.Close()
-		if err != nil {
-			return r, err
-		}
-		if piped {
-			r.piped = s
-		} else {
-			r.direct = s
-		}
+		off += len(line) + 1
 	}
-	l, err := limiter.New(rdb, limiter.Options{Timeout: time.Second})
-	if err != nil {
-		return r, fmt.Errorf("limiter: %w", err)
-	}
-	defer l.Close()
-	check := func(p *limiter.Policy) func(int) error {
-		return func(i int) error {
-			if d := l.Check(ctx, p, limiter.Request{Identity: identity(i)}); d.WithoutRedis() {
-				return fmt.Errorf("check failed: %w", d.Err)
-			}
-			return nil
-		}
-	}
-	if r.bytesPerID, err = bytesPerIdentity(ctx, rdb, c.identities, check(p)); err != nil {
-		return r, err
-	}
-	short, err := shortPolicyFor(alg)
-	if err != nil {
-		return r, err
-	}
-	r.bytesShort, err = bytesPerIdentity(ctx, rdb, c.identities, check(short))
-	return r, err
-}
-
-func measureBaseline(ctx context.Context, rdb *redis.Client, srv *server, c config) (row, error) {
-	r := row{name: "baseline (HMGET+HMSET+PEXPIRE)"}
-	keys := []string{"{rl:default/api-per-key:user-__rand_int__}:per-second"}
-	args := []string{"100", "100", "1", "2000"} // refill/s, capacity, cost, ttl ms
-	var err error
-	if r.ceiling, r.redisUS, err = redisBenchmark(ctx, rdb, srv, c, baselineSrc, keys, args); err != nil {
-		return r, err
-	}
-	script := redis.NewScript(baselineSrc)
-	r.bytesPerID, err = bytesPerIdentity(ctx, rdb, c.identities, func(i int) error {
-		key := "{rl:default/api-per-key:" + identity(i) + "}:per-second"
-		return script.Run(ctx, rdb, []string{key}, 100, 100, 1, 2000).Err() //nolint:wrapcheck // reported as is.
-	})
-	return r, err
+	return -1
 }

@@ -42,18 +42,18 @@ func TestRunSmall(t *testing.T) {
 // checkRows wants a ceiling and two rows whose every call Redis admitted.
 func checkRows(t *testing.T, rep *report) {
 	t.Helper()
-	if rep.ceiling <= 0 || rep.ceilingCPU <= 0 {
-		t.Errorf("ceiling %v (Redis CPU %v per call), want > 0", rep.ceiling, rep.ceilingCPU)
+	if rep.ceiling.PerSec <= 0 || rep.ceiling.CPUCall <= 0 || rep.ceiling.UsecCall <= 0 {
+		t.Errorf("ceiling %+v, want positive figures", rep.ceiling)
 	}
 	if len(rep.rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(rep.rows))
 	}
 	for _, r := range rep.rows {
-		if r.calls == 0 || r.admitted != r.calls || r.fallbacks != 0 || r.p99 < r.p50 {
-			t.Errorf("%s: %+v, want every call admitted by Redis", r.name, r.stats)
+		if r.Calls == 0 || r.Admitted != r.Calls || r.Fallbacks != 0 || r.P99 < r.P50 {
+			t.Errorf("%s: %+v, want every call admitted by Redis", r.name, r.Stats)
 		}
-		if r.cpu <= 0 || r.redisCPU < 0 || r.allocs == 0 {
-			t.Errorf("%s: CPU %v, Redis CPU %v, %d B allocated per decision; want positive figures", r.name, r.cpu, r.redisCPU, r.allocs)
+		if r.CPU <= 0 || r.RedisCPU < 0 || r.Allocs == 0 {
+			t.Errorf("%s: CPU %v, Redis CPU %v, %d B allocated per decision; want positive figures", r.name, r.CPU, r.RedisCPU, r.Allocs)
 		}
 	}
 }
@@ -61,7 +61,7 @@ func checkRows(t *testing.T, rep *report) {
 // checkHot wants every hot call denied without asking Redis.
 func checkHot(t *testing.T, h *hotResult) {
 	t.Helper()
-	if h == nil || h.calls == 0 || h.denied != h.calls {
+	if h == nil || h.Calls == 0 || h.Denied != h.Calls {
 		t.Fatalf("hot phase %+v, want every call denied", h)
 	}
 	if h.evalsha != 0 {

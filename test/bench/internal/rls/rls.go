@@ -1,0 +1,213 @@
+// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar.EnvoyServer) in
+// this process: it compiles RateLimitPolicies into a snapshot as the controller does, loads it
+// into a sidecar Store, serves the EnvoyServer on a loopback gRPC listener with a limiter on
+// a given Redis client, and sends ShouldRateLimit calls from real gRPC clients.
+//
+// Used by test/bench/limiter (one policy per algorithm, one table) and test/bench/sidecar
+// (the front in depth: pipelining on and off, CPU per decision, the deny-cache phase).
+package rls
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
+)
+
+const (
+	// Namespace of the bench snapshot and its policies.
+	Namespace = "bench"
+	// Domain is the Envoy RLS domain every bench policy matches.
+	Domain = "edge"
+	// UserKey is the descriptor entry that carries the caller's identity.
+	UserKey = "user"
+)
+
+// Policy is one bench policy: FailOpen, Descriptor identity (entry UserKey), matching
+// descriptors of Domain that carry route=Route.
+type Policy struct {
+	Name      string
+	Route     string
+	Algorithm v1alpha1.Algorithm
+	Requests  int64
+	Period    time.Duration
+}
+
+// RateLimitPolicy is p as a RateLimitPolicy resource, defaulted as the webhook would.
+func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
+	rlp := &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: p.Name},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Match: v1alpha1.Match{Envoy: &v1alpha1.EnvoyMatch{Domain: Domain,
+				Descriptors: []v1alpha1.DescriptorMatch{{Key: "route", Value: p.Route}}}},
+			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+				{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: UserKey}},
+			}, OnMissing: v1alpha1.MissingIdentityShared},
+			Algorithm:   p.Algorithm,
+			Limits:      []v1alpha1.Limit{{Name: "rate", Requests: p.Requests, Period: metav1.Duration{Duration: p.Period}}},
+			FailureMode: v1alpha1.FailureModeFailOpen,
+		},
+	}
+	policy.Default(rlp)
+	return rlp
+}
+
+// NewStore compiles ps into one sealed snapshot (as the controller publishes it) and loads
+// it into a sidecar Store.
+func NewStore(ps ...Policy) (*sidecar.Store, error) {
+	s := &snapshot.Snapshot{Namespace: Namespace,
+		Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}}}
+	scripts := map[string]snapshot.Script{}
+	for _, p := range ps {
+		rlp := p.RateLimitPolicy()
+		compiled, errs := policy.Compile(rlp)
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("compile %s: %w", p.Name, errs.ToAggregate())
+		}
+		e := policy.Snapshot(rlp, compiled)
+		s.Policies = append(s.Policies, e)
+		if _, ok := scripts[e.Script]; !ok {
+			scripts[e.Script] = snapshot.Script{Name: e.Script, SHA: e.SHA}
+			s.Scripts = append(s.Scripts, scripts[e.Script])
+		}
+	}
+	if err := s.Seal(); err != nil {
+		return nil, fmt.Errorf("seal snapshot: %w", err)
+	}
+	data, err := s.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("marshal snapshot: %w", err)
+	}
+	store := &sidecar.Store{Namespace: Namespace, Log: logr.Discard()}
+	if err := store.Load(data, "bench"); err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	return store, nil
+}
+
+// Config shapes the gRPC side.
+type Config struct {
+	// Conns is how many gRPC client connections the callers share (default 1).
+	Conns int
+	// StreamWorkers is grpc.NumStreamWorkers on the server; 0: a new goroutine per call.
+	StreamWorkers int
+}
+
+// Sidecar is an EnvoyServer on a loopback gRPC listener, with its clients.
+type Sidecar struct {
+	limiter *limiter.Limiter
+	grpc    *grpc.Server
+	conns   []*grpc.ClientConn
+	clients []rlsv3.RateLimitServiceClient
+}
+
+// Start serves store's snapshot through an EnvoyServer whose limiter (built with opts) asks
+// rdb. Stop it when done; rdb stays the caller's.
+func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limiter.Options) (*Sidecar, error) {
+	lim, err := limiter.New(rdb, opts)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		lim.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	var sopts []grpc.ServerOption
+	if c.StreamWorkers > 0 {
+		// Workers keep their grown stacks; a goroutine per call grows a fresh one each time.
+		sopts = append(sopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers))) //nolint:gosec // a small flag value
+	}
+	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...)}
+	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: sidecar.NewMetrics(prometheus.NewRegistry())}
+	(&sidecar.EnvoyServer{Engine: engine, Log: logr.Discard()}).Register(s.grpc)
+	go func() { _ = s.grpc.Serve(lis) }()
+	for range max(c.Conns, 1) {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("dial: %w", err)
+		}
+		s.conns = append(s.conns, conn)
+		s.clients = append(s.clients, rlsv3.NewRateLimitServiceClient(conn))
+	}
+	return s, nil
+}
+
+// Stop closes the clients, the server and the limiter.
+func (s *Sidecar) Stop() {
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+	s.grpc.Stop()
+	s.limiter.Close()
+}
+
+// Call sends req as caller g (callers are spread over the connections).
+func (s *Sidecar) Call(ctx context.Context, g int, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := s.clients[g%len(s.clients)].ShouldRateLimit(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("ShouldRateLimit: %w", err)
+	}
+	return resp, nil
+}
+
+// Caller is a load.Caller sending, for each call, one of reqs picked at random.
+func (s *Sidecar) Caller(reqs []*rlsv3.RateLimitRequest) load.Caller {
+	return func(ctx context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
+		resp, err := s.Call(ctx, g, reqs[rng.IntN(len(reqs))])
+		if err != nil {
+			return load.Fallback, err
+		}
+		return Outcome(resp), nil
+	}
+}
+
+// Request is a ShouldRateLimit request for one identity on route.
+func Request(route, user string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: Domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "route", Value: route}, {Key: UserKey, Value: user}},
+	}}}
+}
+
+// Requests are n requests on route, for the identities Identity(0) to Identity(n-1).
+func Requests(route string, n int) []*rlsv3.RateLimitRequest {
+	reqs := make([]*rlsv3.RateLimitRequest, max(n, 1))
+	for i := range reqs {
+		reqs[i] = Request(route, Identity(i))
+	}
+	return reqs
+}
+
+// Identity is the bench's i-th caller identity.
+func Identity(i int) string { return fmt.Sprintf("user-%08d", i) }
+
+// Outcome classifies a response of a single-descriptor request: denied, admitted by Redis,
+// or admitted without Redis (FailOpen reports no current limit).
+func Outcome(resp *rlsv3.RateLimitResponse) load.Outcome {
+	switch {
+	case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		return load.Denied
+	case len(resp.GetStatuses()) == 0 || resp.GetStatuses()[0].GetCurrentLimit() == nil:
+		return load.Fallback
+	default:
+		return load.Admitted
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// requireTools skips (fails under CI) without redis-server and redis-benchmark.
+func requireTools(t *testing.T) {
+	t.Helper()
+	t.Setenv(redistest.ServerBinEnv, redistest.RequireRedis(t)) // the binary the harness found
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-benchmark is required under CI: %v", err)
+		}
+		t.Skipf("redis-benchmark not available: %v", err)
+	}
+}
+
+// TestRunSmall runs the whole command with tiny numbers against real redis-server processes
+// (standalone and a Cluster of 1 and 2 primaries), so that it keeps working between the
+// times someone runs it for figures. The controller section is left to `make bench`: it
+// needs the envtest control plane.
+func TestRunSmall(t *testing.T) {
+	requireTools(t)
+	c := defaultConfig()
+	c.duration, c.reps, c.callers, c.identities, c.benchCalls = 150*time.Millisecond, 2, 8, 50, 3000
+	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
+	c.cluster, c.controller = "1,2", false
+	doc := t.TempDir() + "/benchmarks.md"
+	if err := os.WriteFile(doc, []byte("# b\n\n<!-- results -->\nold\n<!-- /results -->\ntail\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.updateDoc = doc
+	var out bytes.Buffer
+	if err := benchMain(context.Background(), c, &out); err != nil {
+		t.Fatalf("benchMain: %v\n%s", err, out.String())
+	}
+	report := out.String()
+	for _, want := range []string{"| TokenBucket ", "| SlidingWindow ", "| FixedWindow ", "| GCRA ", "| baseline (HMGET+HMSET+PEXPIRE) ",
+		"### Targets", "Not run (-controller=false)", "### Redis Cluster", "redis-server 7."} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(data); !strings.Contains(got, "| GCRA ") || strings.Contains(got, "old") || !strings.HasSuffix(got, "<!-- /results -->\ntail\n") {
+		t.Errorf("-update-doc wrote:\n%s", got)
+	}
+}
+
+// TestMeasure checks the figures behind the table on a small run.
+func TestMeasure(t *testing.T) {
+	requireTools(t)
+	c := defaultConfig()
+	c.duration, c.reps, c.callers, c.identities, c.benchCalls = 150*time.Millisecond, 1, 8, 50, 3000
+	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
+	c.cluster, c.controller = "2", false
+	rep, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if len(rep.rows) != 5 {
+		t.Fatalf("%d rows, want baseline and 4 algorithms", len(rep.rows))
+	}
+	for _, r := range rep.rows {
+		checkRow(t, c, r)
+	}
+	if len(rep.cluster) != 1 || rep.cluster[0].primaries != 2 || rep.cluster[0].stat.Calls == 0 ||
+		rep.cluster[0].busiest <= 0 || rep.cluster[0].busiest >= 1 {
+		t.Errorf("cluster rows %+v, want one of 2 primaries sharing the calls", rep.cluster)
+	}
+}
+
+// checkRow wants positive figures, an exact limit under concurrency, and no check decided
+// without Redis.
+func checkRow(t *testing.T, c config, r *row) {
+	t.Helper()
+	if ceil := r.ceiling(); ceil.PerSec <= 0 || ceil.UsecCall <= 0 {
+		t.Errorf("%s: ceiling %+v, want positive figures", r.name, ceil)
+	}
+	if r.bytesLong < r.bytesShort || r.bytesShort <= 0 {
+		t.Errorf("%s: %.0f B per identity for the long key, %.0f for the short one; want 0 < short <= long", r.name, r.bytesLong, r.bytesShort)
+	}
+	if r.over.runs != 1 || r.over.admitted != c.overLimit {
+		t.Errorf("%s: over-admission %+v, want exactly %d admitted", r.name, r.over, c.overLimit)
+	}
+	if r.policy == nil {
+		return
+	}
+	if len(r.direct) == 0 || len(r.grpc) == 0 {
+		t.Errorf("%s: %d limiter runs, %d gRPC runs", r.name, len(r.direct), len(r.grpc))
+	}
+	for _, s := range append(r.direct, r.grpc...) {
+		if s.Calls == 0 || s.Admitted == 0 || s.Fallbacks != 0 || s.P99 < s.P50 {
+			t.Errorf("%s: %+v, want every call decided by Redis", r.name, s)
+		}
+	}
+}
+
+func TestOverAdmissionFails(t *testing.T) {
+	rep := &report{rows: []*row{
+		{name: "baseline", over: overResult{limit: 10, admitted: 10, runs: 1}},
+		{name: "TokenBucket", alg: "TokenBucket", over: overResult{limit: 10, admitted: 13, runs: 3}},
+	}}
+	if got := rep.overAdmitted(); len(got) != 1 || got[0] != "TokenBucket (+3)" {
+		t.Errorf("overAdmitted = %q, want [TokenBucket (+3)]", got)
+	}
+	var out bytes.Buffer
+	printReport(&out, defaultConfig(), rep)
+	if !strings.Contains(out.String(), "+3 MISSED") {
+		t.Errorf("report does not show the over-admission as missed:\n%s", out.String())
+	}
+}
+
+func TestParseBenchOutput(t *testing.T) {
+	out := `{"level":"info","msg":"noise"}
+goos: linux
+BenchmarkBulkApply-2   	       1	18517396514 ns/op	         3.091 api-requests/policy	        50.00 configmap-writes	        18.52 s-to-all-ready	      9289 snapshot-bytes-max
+--- BENCH: BenchmarkBulkApply-2
+    bench_test.go:91: 1000 policies in 50 namespaces: all Ready after 18.517s; largest snapshot 9289 bytes
+PASS
+`
+	m, detail := parseBenchOutput(out, "BenchmarkBulkApply")
+	if m["s-to-all-ready"] != 18.52 || m["snapshot-bytes-max"] != 9289 || m["configmap-writes"] != 50 {
+		t.Errorf("metrics %v", m)
+	}
+	if !strings.HasPrefix(detail, "1000 policies in 50 namespaces") {
+		t.Errorf("detail %q", detail)
+	}
+}
+
+func TestReplaceResults(t *testing.T) {
+	got, err := replaceResults("a\n<!-- results -->\nold\n<!-- /results -->\nb\n", "new\n")
+	if err != nil || got != "a\n<!-- results -->\n\nnew\n\n<!-- /results -->\nb\n" {
+		t.Errorf("replaceResults = %q, %v", got, err)
+	}
+	quoted := "the `<!-- results -->` and `<!-- /results -->` markers\n<!-- results -->\nold\n<!-- /results -->\n"
+	if got, err := replaceResults(quoted, "new"); err != nil || got != "the `<!-- results -->` and `<!-- /results -->` markers\n<!-- results -->\n\nnew\n\n<!-- /results -->\n" {
+		t.Errorf("replaceResults with quoted markers = %q, %v", got, err)
+	}
+	if _, err := replaceResults("no markers", "x"); err == nil {
+		t.Error("replaceResults without markers: no error")
+	}
+}
+
+func TestParsePrimaries(t *testing.T) {
+	if got, err := parsePrimaries(" 1, 3"); err != nil || len(got) != 2 || got[1] != 3 {
+		t.Errorf("parsePrimaries = %v, %v", got, err)
+	}
+	if got, err := parsePrimaries(""); err != nil || len(got) != 0 {
+		t.Errorf("parsePrimaries(\"\") = %v, %v", got, err)
+	}
+	if _, err := parsePrimaries("0"); err == nil {
+		t.Error("parsePrimaries(0): no error")
+	}
+}
