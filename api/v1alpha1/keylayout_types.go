@@ -5,14 +5,14 @@ import (
 )
 
 // KeyLayout is the Redis keys a policy's script touches. Templates may use ${namespace},
-// ${policy}, ${identity} (the encoded caller identity), ${limit} (the limit name), ${slot}
-// (the window slot of SlidingWindow) and, in the idempotency template, ${requestId}. Every
+// ${policy}, ${identity} (the encoded caller identity), ${limit} (the limit name) and, in the
+// idempotency template, ${requestId}; ${slot} is still accepted and expands empty (it named
+// SlidingWindow's two window keys, which are now one). Every
 // key of one policy must share one non-empty hash tag (the text between the first "{" and
 // the next "}") so Redis Cluster keeps them on one slot.
 type KeyLayout struct {
-	// state is the template of the keys holding the counters, one per limit (two per limit for
-	// SlidingWindow). Defaults to "{rl:${namespace}/${policy}:${identity}}:${limit}" plus
-	// ":${slot}" for SlidingWindow.
+	// state is the template of the keys holding the counters, one per limit. Defaults to
+	// "{rl:${namespace}/${policy}:${identity}}:${limit}".
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512

@@ -15,7 +15,8 @@ const (
 	VarIdentity = "identity"
 	// VarLimit is the name of one limit within the policy.
 	VarLimit = "limit"
-	// VarSlot is SlidingWindow's window slot, "0" or "1".
+	// VarSlot once named SlidingWindow's two window keys; both windows now live in one key,
+	// and the variable is accepted for old templates and expands empty.
 	VarSlot = "slot"
 	// VarRequestID is the request ID of idempotency keys only; untrusted input.
 	VarRequestID = "requestId"

@@ -54,18 +54,36 @@ func (d Decision) WithoutRedis() bool {
 	return d.Source != SourceRedis && d.Source != SourceDenyCache
 }
 
-// decodeReply turns the script's reply {code, retry_after_ms, reset_after_ms} into a
-// Decision; code = allowed + 2*replayed + 4*limit index + 64*remaining.
+// Integer replies: a fresh admission whose figures fit answers with one integer,
+// code + 2^26 * reset_after_ms, sparing Redis a reply table (see the scripts' headers).
+const (
+	intReplyShift = 26
+	intReplyCode  = 1<<intReplyShift - 1
+)
+
+// decodeReply turns the script's reply into a Decision: either {code, retry_after_ms,
+// reset_after_ms} or, for a fresh admission, the integer code + 2^26 * reset_after_ms;
+// code = allowed + 2*replayed + 4*limit index + 64*remaining.
 func decodeReply(p *Policy, v any) (Decision, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 3 {
-		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
-	}
 	var n [3]int64
-	for i, x := range arr {
-		if n[i], ok = x.(int64); !ok {
-			return Decision{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.script.Name, i, x)
+	switch r := v.(type) {
+	case int64:
+		n[0], n[2] = r&intReplyCode, r>>intReplyShift
+		if r < 0 || n[0]&3 != 1 {
+			return Decision{}, fmt.Errorf("script %s: integer reply %d is not a fresh admission", p.script.Name, r)
 		}
+	case []any:
+		if len(r) != 3 {
+			return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
+		}
+		for i, x := range r {
+			var ok bool
+			if n[i], ok = x.(int64); !ok {
+				return Decision{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.script.Name, i, x)
+			}
+		}
+	default:
+		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
 	}
 	code := n[0]
 	idx := int(code>>2&15) - 1

@@ -48,7 +48,6 @@ func standalone(t testing.TB) (*redistest.Server, redis.UniversalClient) {
 	return srv, srv.Client()
 }
 
-//
 // Without a Timeout it uses 2s, not the production 50ms: on a loaded CI machine a check can
 // take longer than 50ms, and a test about semantics must not see a failure mode decide.
 // Tests about timeouts set their own.

@@ -16,15 +16,11 @@ func checkLayout(c PolicyConfig, state, idem *keylayout.Template) FieldErrors {
 		errs.add("keyLayout.state", "%q must use ${%s}: with %d limits each needs its own key",
 			state, keylayout.VarLimit, len(c.Limits))
 	}
-	if c.Algorithm == SlidingWindow && !state.Uses(keylayout.VarSlot) {
-		errs.add("keyLayout.state", "%q must use ${%s}: SlidingWindow keeps two window slots per limit",
-			state, keylayout.VarSlot)
-	}
 	if err := checkDelimited(state); err != nil {
 		errs.add("keyLayout.state", "%v", err)
 	}
 	errs = append(errs, checkEmptyTag("keyLayout.state", state)...)
-	multiKey := len(c.Limits) > 1 || c.Algorithm == SlidingWindow || idem != nil
+	multiKey := len(c.Limits) > 1 || idem != nil
 	tag, ok := state.HashTag()
 	errs = append(errs, checkTagVars("keyLayout.state", state, tag, ok)...)
 	if multiKey && !ok {

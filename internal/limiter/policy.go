@@ -240,6 +240,9 @@ func (p *Policy) size(i int) int64 {
 	return burstOf(p.Algorithm, p.Limits[i])
 }
 
+// slotValues are the ${slot} values of a limit's keys: "0" and "1" for a script that keeps
+// two keys per limit, and "" for one key per limit, which every script does now (SlidingWindow
+// keeps both of its windows in one key; a template that still names ${slot} expands it empty).
 func slotValues(perLimit int) []string {
 	if perLimit == 1 {
 		return []string{""}

@@ -32,9 +32,9 @@ func TestNewPolicyRejects(t *testing.T) {
 			c.Limits = append(c.Limits, Limit{Name: "b", Requests: 2, Period: time.Second})
 			c.StateKey = "{rl:${identity}}"
 		}, "must use ${limit}"},
-		{"sliding without ${slot}", func(c *PolicyConfig) { c.Algorithm = SlidingWindow }, "must use ${slot}"},
 		{"multi-key without tag", func(c *PolicyConfig) {
-			c.Algorithm, c.StateKey = SlidingWindow, "rl:${identity}:${limit}:${slot}"
+			c.Limits = append(c.Limits, Limit{Name: "b", Requests: 2, Period: time.Second})
+			c.Algorithm, c.StateKey = SlidingWindow, "rl:${identity}:${limit}"
 		}, "no hash tag"},
 		{"identity runs into text", func(c *PolicyConfig) { c.StateKey = "{rl:${identity}x}:${limit}" }, "must be followed by"},
 		{"idempotency without ${requestId}", func(c *PolicyConfig) {

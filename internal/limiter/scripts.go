@@ -34,7 +34,8 @@ const (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// Script is one algorithm's Lua script: the algorithm file followed by the shared driver.
+// Script is one algorithm's Lua script: the algorithm file's header followed by the shared
+// driver with the algorithm's bodies inlined.
 type Script struct {
 	// Name is the script's stable name, e.g. "token_bucket".
 	Name string
@@ -44,7 +45,8 @@ type Script struct {
 	Source string
 	// SHA is the lowercase hex SHA1 of Source, as EVALSHA takes it.
 	SHA string
-	// KeysPerLimit is how many state keys each limit declares (2 for SlidingWindow).
+	// KeysPerLimit is how many state keys each limit declares (1 for every algorithm now:
+	// SlidingWindow keeps both of its windows in one key).
 	KeysPerLimit int
 
 	script *redis.Script
@@ -61,7 +63,7 @@ func mustLoadScripts() map[Algorithm]*Script {
 		keys int
 	}{
 		{TokenBucket, "token_bucket", 1},
-		{SlidingWindow, "sliding_window", 2},
+		{SlidingWindow, "sliding_window", 1},
 		{FixedWindow, "fixed_window", 1},
 		{GCRA, "gcra", 1},
 	} {
@@ -74,18 +76,23 @@ func mustLoadScripts() map[Algorithm]*Script {
 }
 
 // compose builds a script: the algorithm file's header (its protocol comment), the number of
-// keys per limit, then the driver with the algorithm's body (after "-- @body") inlined at
-// "-- @check". Inlining, rather than calling a function, spares Redis a closure and a call
-// per check.
+// keys per limit, then the driver with the algorithm's single-limit body (after "-- @single")
+// inlined at its "-- @single" marker and its loop body (after "-- @body") at "-- @check".
+// Inlining, rather than calling a function, spares Redis a closure and a call per check.
 func compose(algorithm, driver string, keysPerLimit int) string {
-	header, body, ok := strings.Cut(algorithm, "-- @body")
-	if !ok || !strings.Contains(driver, "-- @check") {
-		panic("limiter scripts: missing -- @body or -- @check marker")
+	header, rest, ok1 := strings.Cut(algorithm, "-- @single")
+	single, body, ok2 := strings.Cut(rest, "-- @body")
+	if !ok1 || !ok2 || strings.Count(algorithm, "-- @single") != 1 || strings.Count(algorithm, "-- @body") != 1 ||
+		strings.Count(driver, "-- @single") != 1 || strings.Count(driver, "-- @check") != 1 {
+		panic("limiter scripts: want one -- @single and one -- @body marker in the algorithm, one -- @single and one -- @check in the driver")
 	}
-	_, body, _ = strings.Cut(body, "\n") // drop the rest of the marker line
-	body = strings.TrimRight(body, "\n")
-	return fmt.Sprintf("%slocal KEYS_PER_LIMIT = %d\n%s", header, keysPerLimit,
-		strings.Replace(driver, "-- @check", body, 1))
+	markerBody := func(s string) string {
+		_, s, _ = strings.Cut(s, "\n") // drop the rest of the marker line
+		return strings.TrimRight(s, "\n")
+	}
+	driver = strings.Replace(driver, "-- @single", markerBody(single), 1)
+	driver = strings.Replace(driver, "-- @check", markerBody(body), 1)
+	return fmt.Sprintf("%slocal KEYS_PER_LIMIT = %d\n%s", header, keysPerLimit, driver)
 }
 
 func mustRead(name string) string {

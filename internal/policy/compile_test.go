@@ -69,12 +69,13 @@ var rejectCases = []rejectCase{
 			layout(p, "", "{rl:${namespace}/${policy}:${identity}:${requestId}}", 0)
 		},
 		field: "spec.keyLayout.idempotency", msgs: []string{"has hash tag {rl:${namespace}/${policy}:${identity}:${requestId}}", "one Cluster slot"}},
-	{name: "no hash tag with SlidingWindow",
+	{name: "no hash tag with SlidingWindow and idempotency",
 		mutate: func(p *v1alpha1.RateLimitPolicy) {
 			sliding(p)
-			layout(p, "rl:${namespace}/${policy}:${identity}:${limit}:${slot}", "", 0)
+			idempotent(p)
+			layout(p, "rl:${namespace}/${policy}:${identity}:${limit}", "", 0)
 		},
-		field: "spec.keyLayout.state", msgs: []string{`"rl:${namespace}/${policy}:${identity}:${limit}:${slot}" has no hash tag`, "one Cluster slot"}},
+		field: "spec.keyLayout.state", msgs: []string{`"rl:${namespace}/${policy}:${identity}:${limit}" has no hash tag`, "one Cluster slot"}},
 	{name: "no hash tag with two limits",
 		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "rl:${identity}:${limit}", "", 0) },
 		field:  "spec.keyLayout.state", msgs: []string{`"rl:${identity}:${limit}" has no hash tag`}},
@@ -98,9 +99,6 @@ var rejectCases = []rejectCase{
 	{name: "two limits without ${limit}",
 		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{rl:${identity}}", "", 0) },
 		field:  "spec.keyLayout.state", msgs: []string{`"{rl:${identity}}" must use ${limit}`, "with 2 limits"}},
-	{name: "SlidingWindow without ${slot}",
-		mutate: func(p *v1alpha1.RateLimitPolicy) { sliding(p); layout(p, defaultState, "", 0) },
-		field:  "spec.keyLayout.state", msgs: []string{"must use ${slot}", "SlidingWindow keeps two window slots"}},
 	{name: "idempotency without ${requestId}",
 		mutate: func(p *v1alpha1.RateLimitPolicy) {
 			idempotent(p)
@@ -445,9 +443,6 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) {
 	for _, identity := range []string{"alice", "bob:{x}"} {
 		keys := compiled.Keys(identity, "req-1")
 		want := len(p.Spec.Limits)
-		if p.Spec.Algorithm == v1alpha1.AlgorithmSlidingWindow {
-			want *= 2
-		}
 		if p.Spec.Idempotency != nil {
 			want++
 		}

@@ -13,13 +13,11 @@ import (
 // DefaultTag is the hash tag of the default layout: one slot per (namespace, policy, caller).
 const DefaultTag = "rl:${namespace}/${policy}:${identity}"
 
-// DefaultStateKey is the state key template used when keyLayout.state is omitted.
-func DefaultStateKey(a v1alpha1.Algorithm) string {
-	key := "{" + DefaultTag + "}:${limit}"
-	if a == v1alpha1.AlgorithmSlidingWindow {
-		key += ":${slot}"
-	}
-	return key
+// DefaultStateKey is the state key template used when keyLayout.state is omitted. Every
+// algorithm keeps one key per limit (SlidingWindow both of its windows in it), so the
+// template is the same for all.
+func DefaultStateKey(_ v1alpha1.Algorithm) string {
+	return "{" + DefaultTag + "}:${limit}"
 }
 
 // DefaultIdempotencyKey is the idempotency key template used when keyLayout.idempotency is

@@ -17,7 +17,7 @@ func TestDefaultStateKey(t *testing.T) {
 		v1alpha1.AlgorithmTokenBucket:   "{rl:${namespace}/${policy}:${identity}}:${limit}",
 		v1alpha1.AlgorithmGCRA:          "{rl:${namespace}/${policy}:${identity}}:${limit}",
 		v1alpha1.AlgorithmFixedWindow:   "{rl:${namespace}/${policy}:${identity}}:${limit}",
-		v1alpha1.AlgorithmSlidingWindow: "{rl:${namespace}/${policy}:${identity}}:${limit}:${slot}",
+		v1alpha1.AlgorithmSlidingWindow: "{rl:${namespace}/${policy}:${identity}}:${limit}",
 	}
 	for a, want := range cases {
 		t.Run(string(a), func(t *testing.T) {

@@ -78,11 +78,11 @@ var warningCases = []warningCase{
 		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl2:${identity}}:${limit}", "", 0) },
 		want: [][]string{{`spec.keyLayout: changing the state key from "{rl:${namespace}/${policy}:${identity}}:${limit}" to "{rl2:${identity}}:${limit}"`,
 			"orphans the live counters"}}},
-	{name: "algorithm and key layout change on update", old: unchanged,
+	{name: "algorithm change keeps the default layout", old: unchanged,
 		mutate: func(p *v1alpha1.RateLimitPolicy) {
 			sliding(p)
 		},
-		want: [][]string{{"spec.algorithm: changing TokenBucket to SlidingWindow"}, {"spec.keyLayout: changing the state key", ":${limit}:${slot}"}}},
+		want: [][]string{{"spec.algorithm: changing TokenBucket to SlidingWindow"}}},
 	{name: "unrelated change on update", old: unchanged,
 		mutate: func(p *v1alpha1.RateLimitPolicy) {
 			p.Spec.Limits[0].Requests = 50

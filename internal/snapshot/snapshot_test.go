@@ -155,7 +155,7 @@ func TestParseRefuses(t *testing.T) {
 		return b
 	}
 	uncompilable := sample(t)
-	uncompilable.Policies[1].StateKey = "{rl:${identity}}" // two keys per limit need ${slot}
+	uncompilable.Policies[1].StateKey = "{rl:${identity}x}:${limit}" // ${identity} runs into text
 	uncompilableTTL := sample(t)
 	uncompilableTTL.Policies[2].TTLMs = 1 // shorter than the horizon
 	unknownScript := sample(t)

@@ -1,10 +1,20 @@
 -- driver.lua: the part every limiter script shares. The Go side composes each script as the
 -- algorithm file's header, "local KEYS_PER_LIMIT = n", and this driver with the algorithm's
--- body (the part after its @body marker line) inlined at the @check marker below. The
+-- two bodies inlined: its single-limit body (after its @single marker line) at the @single
+-- marker below, its loop body (after its @body marker line) at the @check marker. The
 -- protocol (KEYS, ARGV, reply) is documented in each algorithm file's header. Kept lean on
--- purpose: every number parsed, function created and table allocated costs Redis
--- main-thread time on every call, so the body runs inline and new state is written back
--- into vals.
+-- purpose: every number parsed, function called and table allocated costs Redis main-thread
+-- time on every call, so the bodies run inline, new state is written back into vals, and an
+-- admission answers with one integer, not a table.
+
+-- The common call, one limit and no idempotency key, takes a path of its own: no loop, no
+-- vals, no unpack, no math.* calls. It returns from inside the block, and must decide and
+-- write exactly as the general path below does for n = 1 (scriptcost_test.go checks both
+-- against one model).
+if #ARGV == 5 and ARGV[3] == '0' then
+  -- @single
+end
+
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local idem = ARGV[3] ~= '0'
 local n = (#ARGV - 3) / 2
@@ -47,9 +57,9 @@ for i = 1, n do
   end
 end
 
--- Reply {code, retry_after_ms, reset_after_ms}; code = allowed + 2*replayed + 4*index of
--- the reported limit (the tightest when allowed, the denying one when denied) +
--- 64*remaining. Times leave in whole milliseconds, rounded up; -1 stays "never".
+-- code = allowed + 2*replayed + 4*index of the reported limit (the tightest when allowed,
+-- the denying one when denied) + 64*remaining. Times leave in whole milliseconds, rounded
+-- up; -1 stays "never".
 local code = 4 * idx + 64 * rem
 rst = math.ceil(rst / 1000)
 if not allowed then
@@ -67,5 +77,10 @@ end
 code = code + 1
 if idem then
   redis.call('SET', KEYS[nstate + 1], struct.pack('<ddd', code, 0, rst), 'PX', ARGV[3], 'NX')
+end
+-- An admission whose figures fit answers with one integer, code + 2^26 * reset_after_ms
+-- (< 2^53, exact in a double): no table to build and convert.
+if rem < 1048576 and rst < 134217728 then
+  return code + 67108864 * rst
 end
 return {code, 0, rst}

@@ -1,45 +1,99 @@
--- sliding_window.lua: weighted two-slot sliding window, any number of limits checked and
+-- sliding_window.lua: weighted two-window sliding window, any number of limits checked and
 -- debited atomically. The estimate is prev * (part of the previous window still inside the
 -- sliding window) + curr.
 --
--- KEYS[2i-1], KEYS[2i]  the two slot keys of limit i, all under one hash tag. Window number
---              b uses KEYS[2i-1 + b % 2]; the client cannot know b (the clock is Redis's),
---              so both are declared. Value: struct '<dd' (window number, count).
---              A value that is not 16 bytes (or a key of another type) counts as
+-- KEYS[1..n]   one state key per limit, all under one hash tag. Value: struct '<ddd'
+--              (window number = floor(now / period), count of the window before it, count
+--              in it): both windows the estimate needs in one key, so one read and one
+--              write per limit. A clock that moved backwards keeps counting in the newest
+--              window seen, the previous one weighing fully.
+--              A value that is not 24 bytes (or a key of another type) counts as
 --              fresh state and is overwritten on the next admitted write.
--- KEYS[2n+1]   the idempotency key, present only when ARGV[3] ~= "0".
+-- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: requests this request counts for (integer >= 1).
--- ARGV[2]      ttl: PX in ms set on every slot written (>= 2 * period: a slot is read as the
---              previous window during the whole next window).
+-- ARGV[2]      ttl: PX in ms set on every state key written (>= 2 * period: a window is
+--              read as the previous window during the whole next window).
 -- ARGV[3]      idempotency ttl in ms; "0" = no idempotency key.
 -- ARGV[2i+2], ARGV[2i+3]  limit i: requests, period in µs.
--- Reply        {code, retry_after_ms, reset_after_ms}: code = allowed(1) + 2*replayed +
---              4*limit index + 64*remaining (tightest limit when allowed, denying limit when
---              denied); retry_after -1: never (cost > requests). reset_after is until both windows
---              are empty.
--- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET of 2n keys, n SETs.
+-- Reply        code = allowed(1) + 2*replayed + 4*limit index + 64*remaining (tightest
+--              limit when allowed, denying limit when denied); retry_after -1 means never
+--              (cost > requests); reset_after is until both windows are empty. A fresh
+--              admission with remaining < 2^20 and reset_after < 2^27 ms replies with one
+--              integer, code + 2^26 * reset_after_ms; every other reply is
+--              {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
+--              limit without an idempotency key: TIME, one MGET of one key, one SET.
+-- @single: the whole check of one limit without an idempotency key (see driver.lua).
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+-- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and GET
+-- is not in the ACL the operator documents. Never pcall a read: it would turn a refusal
+-- (NOPERM, ...) into fresh state and admit.
+local v = redis.call('MGET', KEYS[1])[1]
+local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+local requests, period = ARGV[4] + 0, ARGV[5] + 0
+-- now - now % period is period * floor(now / period) exactly (integers below 2^53).
+local elapsed = now % period
+local bucket = (now - elapsed) / period
+local prev, curr = 0, 0
+if v and #v == 24 then
+  local w, p, c = struct.unpack('<ddd', v)
+  if w == bucket then
+    prev, curr = p, c
+  elseif w == bucket - 1 then
+    prev = c
+  elseif w > bucket then
+    -- A clock that moved backwards keeps counting in the newest window seen.
+    bucket, elapsed, prev, curr = w, 0, p, c
+  end
+end
+local weight = prev * (period - elapsed) / period + curr
+if cost <= requests and weight + cost <= requests then
+  redis.call('SET', KEYS[1], struct.pack('<ddd', bucket, prev, curr + cost), 'PX', ARGV[2])
+  local r = math.floor(requests - weight - cost)
+  local rs = (bucket + 2) * period - now
+  rs = (rs + (-rs) % 1000) / 1000
+  if r < 1048576 and rs < 134217728 then
+    return 5 + 64 * r + 67108864 * rs
+  end
+  return {5 + 64 * r, 0, rs}
+end
+local reset = (bucket + 1) * period - now
+if curr > 0 then
+  reset = reset + period
+end
+local retry = -1
+if cost <= requests then
+  if prev > 0 and curr + cost <= requests then
+    -- Fits within this window once prev's weight has drained enough.
+    retry = (weight + cost - requests) * period / prev
+  else
+    -- Only after this window ends, with curr as the draining previous window.
+    retry = (period - elapsed) + (1 - (requests - cost) / curr) * period
+  end
+  if retry > 0 then
+    retry = math.ceil(retry / 1000)
+  end
+end
+return {4 + 64 * math.floor(math.max(0, requests - weight)), retry, math.ceil(reset / 1000)}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
 -- period.
 local requests, period = a, b
 local bucket = math.floor(now / period)
-local ci = 2 * i - 1 + bucket % 2
-local pi = 2 * i - bucket % 2
-local curr, prev = 0, 0
-local v = vals[ci]
-if v and #v == 16 then
-  local w, c = struct.unpack('<dd', v)
-  if w == bucket then
-    curr = c
-  end
-end
-v = vals[pi]
-if v and #v == 16 then
-  local w, c = struct.unpack('<dd', v)
-  if w == bucket - 1 then
-    prev = c
-  end
-end
 local elapsed = now - bucket * period
+local prev, curr = 0, 0
+local v = vals[i]
+if v and #v == 24 then
+  local w, p, c = struct.unpack('<ddd', v)
+  if w == bucket then
+    prev, curr = p, c
+  elseif w == bucket - 1 then
+    prev = c
+  elseif w > bucket then
+    -- A clock that moved backwards keeps counting in the newest window seen.
+    bucket, elapsed, prev, curr = w, 0, p, c
+  end
+end
 local weight = prev * (period - elapsed) / period + curr
 reset = (bucket + 1) * period - now
 if curr > 0 then
@@ -58,6 +112,5 @@ elseif weight + cost > requests then
   end
 else
   ok, r, retry, reset = true, math.floor(requests - weight - cost), 0, (bucket + 2) * period - now
-  vals[ci] = struct.pack('<dd', bucket, curr + cost)
-  vals[pi] = false -- the previous window's slot is left as it is
+  vals[i] = struct.pack('<ddd', bucket, prev, curr + cost)
 end

@@ -14,12 +14,53 @@
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
 -- ARGV[3]      idempotency ttl in ms; "0" = no idempotency key.
 -- ARGV[2i+2], ARGV[2i+3]  limit i: T (µs per token, >= 1), burst (the capacity).
--- Reply        {code, retry_after_ms, reset_after_ms}: code = allowed(1) + 2*replayed +
---              4*limit index + 64*remaining, the index and remaining of the tightest limit
---              when allowed, of the denying limit when denied (retry_after -1: never, cost >
---              burst). reset_after is until that bucket is full. A denial writes nothing.
--- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; no loops over
---              data, no key names built here.
+-- Reply        code = allowed(1) + 2*replayed + 4*limit index + 64*remaining, the index and
+--              remaining of the tightest limit when allowed, of the denying limit when
+--              denied; reset_after is until that bucket is full, retry_after -1 means never
+--              (cost > burst). A fresh admission with remaining < 2^20 and reset_after <
+--              2^27 ms replies with one integer, code + 2^26 * reset_after_ms; every other
+--              reply is {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
+-- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
+--              limit without an idempotency key: TIME, one MGET of one key, one SET. No
+--              loops over data, no key names built here.
+-- @single: the whole check of one limit without an idempotency key (see driver.lua).
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+-- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and GET
+-- is not in the ACL the operator documents. Never pcall a read: it would turn a refusal
+-- (NOPERM, ...) into fresh state and admit.
+local full = tonumber(redis.call('MGET', KEYS[1])[1]) or now
+local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+local T, burst = ARGV[4] + 0, ARGV[5] + 0
+if full < now then
+  full = now -- idle, or a clock that moved backwards (failover): refill nothing extra
+end
+local used = full - now
+local after = used + cost * T
+local cap = burst * T
+-- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
+-- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
+if cost <= burst and after <= cap then
+  redis.call('SET', KEYS[1], now + after, 'PX', ARGV[2])
+  local r = cap - after
+  r = (r - r % T) / T
+  after = (after + (-after) % 1000) / 1000
+  if r < 1048576 and after < 134217728 then
+    return 5 + 64 * r + 67108864 * after
+  end
+  return {5 + 64 * r, 0, after}
+end
+local r = cap - used
+r = (r - r % T) / T
+if r < 0 then
+  r = 0
+end
+local retry = -1
+if cost <= burst then
+  retry = after - cap
+  retry = (retry + (-retry) % 1000) / 1000
+end
+return {4 + 64 * r, retry, (used + (-used) % 1000) / 1000}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
 local T, burst = a, b
 local cap = burst * T

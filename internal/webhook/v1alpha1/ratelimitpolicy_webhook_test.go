@@ -226,9 +226,10 @@ func TestValidateUpdate(t *testing.T) {
 	broken := old.DeepCopy()
 	broken.Spec.Algorithm = policyv1alpha1.AlgorithmSlidingWindow
 	broken.Spec.Limits[0].Burst = nil
+	broken.Spec.KeyLayout.State = "{rl:${identity}x}:${limit}"
 	w, err = v.ValidateUpdate(context.Background(), old, broken)
-	assertInvalid(t, err, old.Name, "spec.keyLayout.state", "must use ${slot}")
-	if len(w) != 1 || !strings.Contains(w[0], "changing TokenBucket to SlidingWindow") {
+	assertInvalid(t, err, old.Name, "spec.keyLayout.state", "must be followed by")
+	if len(w) == 0 || !strings.Contains(w[0], "changing TokenBucket to SlidingWindow") {
 		t.Errorf("refused update must still warn about the algorithm change, got %q", w)
 	}
 }
