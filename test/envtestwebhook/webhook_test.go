@@ -59,10 +59,9 @@ func TestCreateRejectedWithWebhookMessage(t *testing.T) {
 		field  string
 		frags  []string
 	}{
-		{"SlidingWindow layout without ${slot}", func(p *policyv1alpha1.RateLimitPolicy) {
-			p.Spec.Algorithm, p.Spec.Limits[0].Burst = policyv1alpha1.AlgorithmSlidingWindow, nil
-			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: defaultState}
-		}, "spec.keyLayout.state", []string{"must use ${slot}"}},
+		{"identity running into text", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{rl:${identity}x}:${limit}"}
+		}, "spec.keyLayout.state", []string{"must be followed by"}},
 		{"TTL below the horizon", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{TTL: &metav1.Duration{Duration: time.Second}}
 		}, "spec.keyLayout.ttl", []string{"shorter than the TokenBucket horizon 2s", "use at least 2s"}},
@@ -229,7 +228,7 @@ func TestDefaultsStored(t *testing.T) {
 			p.Spec.Algorithm, p.Spec.Limits[0].Burst = policyv1alpha1.AlgorithmSlidingWindow, nil
 			p.Spec.Limits = append(p.Spec.Limits, policyv1alpha1.Limit{Name: "per-hour", Requests: 1000,
 				Period: metav1.Duration{Duration: time.Hour}})
-		}, defaultState + ":${slot}", "", "2h0m0s"},
+		}, defaultState, "", "2h0m0s"},
 		{"idempotency shares the custom state tag", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Idempotency = &policyv1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
 			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{t:${identity}}:${limit}"}

@@ -314,9 +314,6 @@ func bytesPerIdentity(ctx context.Context, c config, rdb *redis.Client, alg limi
 // builds it) and ttl, or the shortest TTL that keeps the algorithm exact if that is longer.
 func newPolicy(alg limiter.Algorithm, namespace, name string, lim limiter.Limit, ttl time.Duration, mode limiter.FailureMode) (*limiter.Policy, error) {
 	key := "{rl:${namespace}/${policy}:${identity}}:${limit}"
-	if alg == limiter.SlidingWindow {
-		key += ":${slot}"
-	}
 	limits := []limiter.Limit{lim}
 	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: namespace, Name: name, Algorithm: alg,
 		Limits: limits, StateKey: key, TTL: max(ttl, limiter.Horizon(alg, limits)), FailureMode: mode})
