@@ -72,6 +72,11 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 		// mode and breaker handle the error instead. (Cluster redirects, MOVED and ASK, are
 		// still followed: the command did not run on the node that redirected it.)
 		MaxRetries: -1,
+		// A refused connection fails at once: go-redis's default of 5 dial attempts 100ms
+		// apart made every check against a dead Redis wait out the whole per-check timeout
+		// until the circuit breaker opened (the breaker's probe redials in the background).
+		DialerRetries:      1,
+		DialerRetryTimeout: 10 * time.Millisecond,
 	}
 	switch o.Mode {
 	case ModeCluster:
