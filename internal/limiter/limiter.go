@@ -131,6 +131,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	keys := p.Keys(r.Identity, r.RequestID)
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
+		l.reloadSlots(ctx) // the shard may have failed over since its breaker opened
 		return l.fallback(p, r, ErrCircuitOpen, b)
 	}
 	v, err := l.eval(ctx, p, keys, r, idempotent)
@@ -139,9 +140,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 		// (its context done) says nothing about Redis.
 		if ctx.Err() == nil {
 			b.failure(l.opts.Now())
-			if cc, ok := l.rdb.(*redis.ClusterClient); ok {
-				cc.ReloadState(ctx) // lazy and coalesced: a failover shows in the slot map sooner
-			}
+			l.reloadSlots(ctx)
 		}
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err), b)
 	}
@@ -200,6 +199,15 @@ func (l *Limiter) fallback(p *Policy, r Request, cause error, b *breaker) Decisi
 			Source: SourceLocalCap, Err: cause}
 	default:
 		return Decision{Allowed: true, Source: SourceFailOpen, Err: cause}
+	}
+}
+
+// reloadSlots asks a Cluster client to refresh its slot map, so a promoted replica is found
+// as soon as possible: a dead primary answers nothing that would trigger a reload. go-redis
+// coalesces the requests (one reload at a time, with a short cooldown), so this is cheap.
+func (l *Limiter) reloadSlots(ctx context.Context) {
+	if l.shards != nil {
+		l.shards.cc.ReloadState(ctx)
 	}
 }
 
