@@ -189,17 +189,7 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request,
 // fallback decides without Redis, by the policy's failure mode.
 func (l *Limiter) fallback(p *Policy, r Request, cause error, b *breaker) Decision {
 	now := l.opts.Now()
-	switch p.FailureMode {
-	case FailClosed:
-		return Decision{Allowed: false, RetryAfter: max(b.retryIn(now), time.Second),
-			Source: SourceFailClosed, Err: cause}
-	case LocalCap:
-		ok, rem, wait := p.local.take(r.Identity, r.Cost, now)
-		return Decision{Allowed: ok, Remaining: rem, Limit: p.local.requests, RetryAfter: wait,
-			Source: SourceLocalCap, Err: cause}
-	default:
-		return Decision{Allowed: true, Source: SourceFailOpen, Err: cause}
-	}
+	return p.withoutRedis(r, cause, now, max(b.retryIn(now), time.Second))
 }
 
 // reloadSlots asks a Cluster client to refresh its slot map, so a promoted replica is found

@@ -291,3 +291,25 @@ func (p *Policy) buildArgs(cost int64, idempotent bool) []any {
 	out = append(out, strconv.FormatInt(cost, 10), p.ttlMS, idem)
 	return append(out, p.limitArg...)
 }
+
+// WithoutRedis decides r by the policy's failure mode, as a Limiter does while Redis cannot
+// be asked, for a caller that has no Limiter yet (a sidecar waiting to learn where Redis is).
+// A FailClosed denial says to retry in a second.
+func (p *Policy) WithoutRedis(r Request, cause error) Decision {
+	r.Cost = max(r.Cost, 1)
+	return p.withoutRedis(r, cause, time.Now(), time.Second)
+}
+
+// withoutRedis is the failure mode's decision; FailClosed denials wait retry.
+func (p *Policy) withoutRedis(r Request, cause error, now time.Time, retry time.Duration) Decision {
+	switch p.FailureMode {
+	case FailClosed:
+		return Decision{Allowed: false, RetryAfter: retry, Source: SourceFailClosed, Err: cause}
+	case LocalCap:
+		ok, rem, wait := p.local.take(r.Identity, r.Cost, now)
+		return Decision{Allowed: ok, Remaining: rem, Limit: p.local.requests, RetryAfter: wait,
+			Source: SourceLocalCap, Err: cause}
+	default:
+		return Decision{Allowed: true, Source: SourceFailOpen, Err: cause}
+	}
+}

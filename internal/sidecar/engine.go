@@ -112,11 +112,11 @@ func (g *Engine) decide(ctx context.Context, e *Entry, c Check) Outcome {
 		}
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
-	lim := g.limiter()
-	if lim == nil {
-		o.Decision = noRedisYet(e)
+	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID}
+	if lim := g.limiter(); lim != nil {
+		o.Decision = lim.Check(ctx, e.Policy, req)
 	} else {
-		o.Decision = lim.Check(ctx, e.Policy, limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID})
+		o.Decision = e.Policy.WithoutRedis(req, ErrNoRedisYet)
 	}
 	o.Allowed = o.Decision.Allowed
 	if !o.Allowed && e.Spec.Shadow {
@@ -137,13 +137,4 @@ func (g *Engine) DecideAll(ctx context.Context, front string, es []*Entry, check
 		}
 	}
 	return out
-}
-
-// noRedisYet decides by failure mode before any Redis client exists (a moment at start-up):
-// FailClosed denies, FailOpen and LocalCap admit.
-func noRedisYet(e *Entry) limiter.Decision {
-	if e.Spec.FailureMode == string(limiter.FailClosed) {
-		return limiter.Decision{RetryAfter: time.Second, Source: limiter.SourceFailClosed, Err: ErrNoRedisYet}
-	}
-	return limiter.Decision{Allowed: true, Source: limiter.SourceFailOpen, Err: ErrNoRedisYet}
 }

@@ -23,10 +23,9 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
 const (
@@ -65,31 +64,7 @@ func envoyPolicy(name, route string, requests int64, period time.Duration, edits
 // envoySnapshot is the sealed snapshot document of policies, compiled as the controller does.
 func envoySnapshot(t testing.TB, policies ...*v1alpha1.RateLimitPolicy) []byte {
 	t.Helper()
-	s := &snapshot.Snapshot{Namespace: envoyNamespace,
-		Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}}}
-	scripts := map[string]bool{}
-	for _, p := range policies {
-		p = p.DeepCopy()
-		policy.Default(p)
-		compiled, errs := policy.Compile(p)
-		if len(errs) > 0 {
-			t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
-		}
-		e := policy.Snapshot(p, compiled)
-		s.Policies = append(s.Policies, e)
-		if !scripts[e.Script] {
-			scripts[e.Script] = true
-			s.Scripts = append(s.Scripts, snapshot.Script{Name: e.Script, SHA: e.SHA})
-		}
-	}
-	if err := s.Seal(); err != nil {
-		t.Fatalf("seal: %v", err)
-	}
-	data, err := s.Marshal()
-	if err != nil {
-		t.Fatalf("marshal: %v", err)
-	}
-	return data
+	return snapshottest.Document(t, envoyNamespace, "127.0.0.1:6379", policies...)
 }
 
 // envoyStore is a Store holding the snapshot of policies.

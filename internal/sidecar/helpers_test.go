@@ -10,10 +10,9 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
 const scNamespace = "shop"
@@ -42,24 +41,7 @@ func scPolicy(name string, requests int64, edits ...func(*v1alpha1.RateLimitPoli
 // scDoc is a sealed snapshot document of policies, compiled the way the controller does.
 func scDoc(t testing.TB, policies ...*v1alpha1.RateLimitPolicy) []byte {
 	t.Helper()
-	s := &snapshot.Snapshot{Namespace: scNamespace, Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}}}
-	for _, p := range policies {
-		p = p.DeepCopy()
-		policy.Default(p)
-		compiled, errs := policy.Compile(p)
-		if len(errs) > 0 {
-			t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
-		}
-		s.Policies = append(s.Policies, policy.Snapshot(p, compiled))
-	}
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return snapshottest.Document(t, scNamespace, "127.0.0.1:6379", policies...)
 }
 
 // scRig is an engine on a real redis-server with its own metrics registry.

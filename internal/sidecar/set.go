@@ -27,8 +27,8 @@ type Set struct {
 // NewSet compiles a parsed snapshot. Entries of prev whose published form is unchanged are
 // reused, so their in-process state (the LocalCap counters) survives the reload.
 func NewSet(s *snapshot.Snapshot, prev *Set) (*Set, error) {
-	set := &Set{Namespace: s.Namespace, Version: s.Version, Redis: s.Redis,
-		byName: map[string]*Entry{}, domains: map[string][]*Entry{}}
+	set := emptySet(s.Namespace)
+	set.Version, set.Redis = s.Version, s.Redis
 	for _, p := range s.Policies {
 		e, err := reuseOrCompile(s.Namespace, p, prev)
 		if err != nil {
@@ -41,6 +41,11 @@ func NewSet(s *snapshot.Snapshot, prev *Set) (*Set, error) {
 	}
 	set.sort()
 	return set, nil
+}
+
+// emptySet is a Set of namespace without policies.
+func emptySet(namespace string) *Set {
+	return &Set{Namespace: namespace, byName: map[string]*Entry{}, domains: map[string][]*Entry{}}
 }
 
 func reuseOrCompile(namespace string, p snapshot.Policy, prev *Set) (*Entry, error) {

@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
 // srcWait bounds every wait for a source to react.
@@ -200,21 +200,7 @@ func srcDoc(t testing.TB, requests int64) (data []byte, version string) {
 			FailureMode: v1alpha1.FailureModeFailOpen,
 		},
 	}
-	policy.Default(p)
-	compiled, errs := policy.Compile(p)
-	if len(errs) > 0 {
-		t.Fatalf("compile: %v", errs.ToAggregate())
-	}
-	entry := policy.Snapshot(p, compiled)
-	s := &snapshot.Snapshot{
-		Namespace: "shop",
-		Redis:     snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}},
-		Scripts:   []snapshot.Script{{Name: entry.Script, SHA: entry.SHA}},
-		Policies:  []snapshot.Policy{entry},
-	}
-	if err := s.Seal(); err != nil {
-		t.Fatalf("seal: %v", err)
-	}
+	s := snapshottest.Build(t, "shop", "127.0.0.1:6379", p)
 	data, err := s.Marshal()
 	if err != nil {
 		t.Fatalf("marshal: %v", err)

@@ -52,7 +52,7 @@ func (s *Store) Load(data []byte, origin string) error {
 func (s *Store) Clear(origin string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set := &Set{Namespace: s.Namespace, byName: map[string]*Entry{}, domains: map[string][]*Entry{}}
+	set := emptySet(s.Namespace)
 	if prev := s.cur.Swap(set); prev == nil || len(prev.Entries) > 0 {
 		s.Log.Info("no snapshot: no policy applies", "origin", origin)
 	}

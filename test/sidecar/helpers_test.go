@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
 const namespace = "shop"
@@ -42,24 +42,7 @@ func keyPolicy(name string, requests int64) *v1alpha1.RateLimitPolicy {
 // document is a sealed snapshot of policies, compiled as the controller does.
 func document(t *testing.T, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
 	t.Helper()
-	s := &snapshot.Snapshot{Namespace: namespace, Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{redisAddr}}}
-	for _, p := range policies {
-		p = p.DeepCopy()
-		policy.Default(p)
-		compiled, errs := policy.Compile(p)
-		if len(errs) > 0 {
-			t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
-		}
-		s.Policies = append(s.Policies, policy.Snapshot(p, compiled))
-	}
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return snapshottest.Document(t, namespace, redisAddr, policies...)
 }
 
 // volume is a directory laid out like a kubelet ConfigMap volume.
