@@ -29,7 +29,7 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 		evalClusterBatch(ctx, cc, calls)
 		return
 	}
-	evalPipeline(ctx, rdb, calls)
+	evalPipeline(ctx, rdb, calls, false)
 }
 
 // evalClusterBatch pipelines each primary's calls on that node's own connection, then sends
@@ -47,20 +47,22 @@ func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*cal
 		}
 		byNode[node] = append(byNode[node], c)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		again []*call
+	)
 	for node, group := range byNode {
-		for _, c := range group {
-			c.redirect = true
-		}
-		wg.Go(func() { evalPipeline(ctx, node, group) }) // the nodes answer in parallel
+		wg.Go(func() { // the nodes answer in parallel
+			redirected := evalPipeline(ctx, node, group, true)
+			mu.Lock()
+			again = append(again, redirected...)
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
-	for _, group := range byNode {
-		for _, c := range group {
-			if c.redirected != nil {
-				c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
-			}
-		}
+	for _, c := range again {
+		c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
 	}
 }
 
@@ -77,8 +79,9 @@ func isRedirect(err error) bool {
 	return false
 }
 
-// evalPipeline is evalBatch on one pipeline.
-func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call) {
+// evalPipeline is evalBatch on one pipeline. With keepRedirects, the calls a cluster node
+// redirected are returned unfinished, for the caller to re-send; the others are finished.
+func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRedirects bool) []*call {
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range calls {
@@ -86,24 +89,37 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call) {
 		}
 		return nil
 	})
-	var retry []int
+	var retry, redirected []*call
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
-			retry = append(retry, i)
+			retry = append(retry, calls[i])
 			continue
 		}
-		calls[i].settle(cmd.Result())
+		redirected = settle(calls[i], cmd, keepRedirects, redirected)
 	}
 	if len(retry) == 0 {
-		return
+		return redirected
 	}
+	cmds = cmds[:len(retry)]
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, i := range retry {
-			cmds[i] = calls[i].script.script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+		for i, c := range retry {
+			cmds[i] = c.script.script.Eval(ctx, pipe, c.keys, c.args...)
 		}
 		return nil
 	})
-	for _, i := range retry {
-		calls[i].settle(cmds[i].Result())
+	for i, c := range retry {
+		redirected = settle(c, cmds[i], keepRedirects, redirected)
 	}
+	return redirected
+}
+
+// settle finishes c with the reply of cmd, or, for a cluster redirect when keepRedirects is
+// set, appends c to redirected instead.
+func settle(c *call, cmd *redis.Cmd, keepRedirects bool, redirected []*call) []*call {
+	v, err := cmd.Result()
+	if keepRedirects && isRedirect(err) {
+		return append(redirected, c)
+	}
+	c.finish(v, err)
+	return redirected
 }

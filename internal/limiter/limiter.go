@@ -117,6 +117,15 @@ func (l *Limiter) Close() {
 	}
 }
 
+// PipelineStats are the pipelines sent since New and the checks they carried (their ratio is
+// the mean batch size); zero without pipelining.
+func (l *Limiter) PipelineStats() (pipelines, checks uint64) {
+	if l.batch == nil {
+		return 0, 0
+	}
+	return l.batch.batches.Load(), l.batch.calls.Load()
+}
+
 // Check decides one request. It never returns an error: when Redis cannot answer in time,
 // the policy's failure mode decides and the Decision says so (Source, Err).
 func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
@@ -172,14 +181,16 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request,
 	}
 	// With socket deadlines the worker's pipeline always answers within Timeout, so a
 	// pipelined check waits without a timer (one allocation fewer on the hot path).
-	c := &call{script: p.script, keys: keys, args: args, done: make(chan result, 1)}
+	c := newCall(p.script, keys, args)
 	if l.batch == nil {
 		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
 	} else if !l.batch.submit(c) {
+		c.release()
 		return nil, ErrOverloaded
 	}
 	select {
 	case res := <-c.done:
+		c.release()
 		return res.val, res.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for redis: %w", ctx.Err())
