@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 )
 
 // options are the sidecar's command-line settings.
@@ -29,6 +30,7 @@ type options struct {
 	denyCache     int
 	drainDelay    time.Duration
 	shutdownGrace time.Duration
+	gcPercent     int
 	redis         redisconn.Options
 	zap           zap.Options
 }
@@ -53,6 +55,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second,
 		"On SIGTERM, how long to stay serving while unready so endpoints stop sending traffic.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "Longest wait for in-flight requests on shutdown.")
+	fs.IntVar(&o.gcPercent, "gc-percent", sidecar.DefaultGCPercent,
+		"Garbage-collection target (as GOGC): higher trades memory for CPU; the GOGC environment variable wins when set.")
 	o.redis.BindFlags(fs)
 	o.zap.BindFlags(fs)
 }

@@ -44,6 +44,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	sidecar.SetGCPercent(o.gcPercent)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := sidecar.NewMetrics(reg)

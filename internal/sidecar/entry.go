@@ -3,6 +3,8 @@ package sidecar
 import (
 	"fmt"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -17,6 +19,10 @@ type Entry struct {
 	hosts [][]string
 	// fingerprint identifies Spec, so a reload can reuse an unchanged entry (and its local cap).
 	fingerprint string
+	// envoyLimits are Spec.Limits as Envoy RLS reports them (envoyRateLimit), parallel to
+	// Spec.Limits: built once, shared read-only by every response (marshalling does not
+	// modify a message, so concurrent responses may hold the same one).
+	envoyLimits []*rlsv3.RateLimitResponse_RateLimit
 }
 
 // Name is the policy's name.
@@ -30,6 +36,9 @@ func newEntry(namespace string, p snapshot.Policy) (*Entry, error) {
 	e := &Entry{Spec: p, Policy: compiled, fingerprint: fingerprint(p)}
 	for _, m := range p.Match.HTTP {
 		e.hosts = append(e.hosts, lowerAll(m.Hosts))
+	}
+	for i := range p.Limits {
+		e.envoyLimits = append(e.envoyLimits, envoyRateLimit(p.Name, &p.Limits[i]))
 	}
 	return e, nil
 }

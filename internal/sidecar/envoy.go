@@ -65,10 +65,11 @@ func (s *EnvoyServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitR
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(plans)),
 	}
-	var all []Outcome // the outcomes of every descriptor, for the headers
+	statuses := make([]descriptorStatusAlloc, len(plans)) // one allocation for all
+	var all []Outcome                                     // the outcomes of every descriptor, for the headers
 	for i := range plans {
 		outs := s.decide(ctx, &plans[i])
-		st := descriptorStatus(outs)
+		st := statuses[i].fill(outs)
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -175,10 +176,18 @@ func (s *EnvoyServer) decide(ctx context.Context, p *descriptorPlan) []Outcome {
 	})
 }
 
-// descriptorStatus answers one descriptor: OVER_LIMIT when an outcome denied, with the
-// reported limit (the denying one, else the tightest that Redis answered for).
-func descriptorStatus(outs []Outcome) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+// descriptorStatusAlloc holds one descriptor's status and its duration, so that a response
+// allocates them for all its descriptors at once.
+type descriptorStatusAlloc struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	reset  durationpb.Duration
+}
+
+// fill answers one descriptor: OVER_LIMIT when an outcome denied, with the reported limit
+// (the denying one, else the tightest that Redis answered for).
+func (a *descriptorStatusAlloc) fill(outs []Outcome) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &a.status
+	st.Code = rlsv3.RateLimitResponse_OK
 	rep := Denial(outs)
 	if rep != nil {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -190,14 +199,20 @@ func descriptorStatus(outs []Outcome) *rlsv3.RateLimitResponse_DescriptorStatus 
 	if !d.Allowed && d.RetryAfter > 0 {
 		reset = d.RetryAfter
 	}
-	if l := specLimit(rep.Entry, d.LimitName); l != nil {
-		st.CurrentLimit = envoyRateLimit(rep.Entry.Name(), l)
-		st.DurationUntilReset = durationpb.New(max(reset, 0))
+	if l := rep.Entry.envoyLimit(d.LimitName); l != nil {
+		st.CurrentLimit = l
+		st.DurationUntilReset = a.duration(max(reset, 0))
 	} else if reset > 0 {
-		st.DurationUntilReset = durationpb.New(reset)
+		st.DurationUntilReset = a.duration(reset)
 	}
 	st.LimitRemaining = clampUint32(d.Remaining)
 	return st
+}
+
+// duration is d as the status's own Duration message (durationpb.New without allocating).
+func (a *descriptorStatusAlloc) duration(d time.Duration) *durationpb.Duration {
+	a.reset.Seconds, a.reset.Nanos = int64(d/time.Second), int32(d%time.Second) //nolint:gosec // below 1e9
+	return &a.reset
 }
 
 // tightest is the outcome with the least remaining among those Redis answered for a limit.
@@ -212,14 +227,14 @@ func tightest(outs []Outcome) *Outcome {
 	return best
 }
 
-// specLimit is the published limit of e named name, or nil.
-func specLimit(e *Entry, name string) *snapshot.Limit {
+// envoyLimit is e's limit named name as Envoy RLS reports it, or nil.
+func (e *Entry) envoyLimit(name string) *rlsv3.RateLimitResponse_RateLimit {
 	if name == "" {
 		return nil
 	}
 	for i := range e.Spec.Limits {
 		if e.Spec.Limits[i].Name == name {
-			return &e.Spec.Limits[i]
+			return e.envoyLimits[i]
 		}
 	}
 	return nil

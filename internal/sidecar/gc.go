@@ -1,0 +1,25 @@
+package sidecar
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+// DefaultGCPercent is the sidecar's garbage-collection target (see SetGCPercent). Its live
+// heap is small and bounded (a snapshot, the deny cache, connection buffers: a few MB), and
+// each decision allocates about 10 KB, mostly in gRPC, so with Go's default of 100 the
+// collector runs many times a second. 400 lets the heap grow to five times the live data
+// between collections: a few MB more for less CPU (measured with `make bench`, about 5%
+// more gRPC decisions per second on 2 shared cores).
+const DefaultGCPercent = 400
+
+// SetGCPercent sets the garbage-collection target to percent (runtime/debug.SetGCPercent)
+// unless the GOGC environment variable is set, which wins as for any Go program; a memory
+// limit (GOMEMLIMIT) applies either way. It returns the previous setting.
+func SetGCPercent(percent int) int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		percent = debug.SetGCPercent(percent) // read the setting in force...
+		debug.SetGCPercent(percent)           // ...and keep it
+	}
+	return debug.SetGCPercent(percent)
+}
