@@ -74,7 +74,7 @@ func measureClusterOf(ctx context.Context, c config, n int, p *limiter.Policy) (
 		if err != nil {
 			return r, err
 		}
-		s, err := measureDirect(ctx, c, rdb, p)
+		s, err := measureDirect(ctx, c, c.callers, rdb, p)
 		if err != nil {
 			return r, err
 		}

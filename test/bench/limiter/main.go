@@ -22,9 +22,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
 )
 
 //go:embed baseline_token_bucket.lua
@@ -34,10 +37,12 @@ type config struct {
 	duration      time.Duration
 	reps          int
 	callers       int
+	wideCallers   int
 	identities    int
 	benchCalls    int
 	workers       int
 	conns         int
+	client        string
 	streamWorkers int
 	overLimit     int
 	overClients   int
@@ -46,11 +51,12 @@ type config struct {
 	controller    bool
 	envtestPkg    string
 	updateDoc     string
+	cpuProfile    string
 }
 
 func defaultConfig() config {
-	return config{duration: 2 * time.Second, reps: 3, callers: 64, identities: 10000, benchCalls: 150000,
-		conns: 2, streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
+	return config{duration: 2 * time.Second, reps: 3, callers: 64, wideCallers: 256, identities: 10000, benchCalls: 150000,
+		conns: 2, client: string(rls.Lean), streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
 		cluster: "1,2,3", controller: true, envtestPkg: "./test/envtestcontroller/"}
 }
 
@@ -59,9 +65,12 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", c.duration, "length of one throughput run (each cell is the median of -reps runs)")
 	flag.IntVar(&c.reps, "reps", c.reps, "runs per cell; the table shows the median")
 	flag.IntVar(&c.callers, "callers", c.callers, "concurrent callers of the limiter and of the gRPC front")
+	flag.IntVar(&c.wideCallers, "limiter-callers", c.wideCallers,
+		"concurrent callers of the limiter's second run, nearer the ceiling's 50x16 = 800 calls in flight; 0 skips it")
 	flag.IntVar(&c.identities, "identities", c.identities, "distinct identities the callers pick from at random")
 	flag.IntVar(&c.benchCalls, "redis-benchmark-calls", c.benchCalls, "calls per redis-benchmark run")
 	flag.IntVar(&c.workers, "pipeline-workers", c.workers, "limiter pipelines in flight (limiter.Options.Workers; 0: its default)")
+	flag.StringVar(&c.client, "grpc-client", c.client, "load client of the gRPC front: lean (test/bench/internal/h2grpc, standing in for Envoy) or grpc-go")
 	flag.IntVar(&c.conns, "conns", c.conns, "gRPC client connections the callers share")
 	flag.IntVar(&c.streamWorkers, "stream-workers", c.streamWorkers, "gRPC server stream workers (0: a goroutine per call)")
 	flag.IntVar(&c.overLimit, "overadmit-limit", c.overLimit, "L: the limit hammered in the over-admission check (no refill during the check)")
@@ -71,11 +80,33 @@ func main() {
 	flag.BoolVar(&c.controller, "controller", c.controller, "run BenchmarkBulkApply (needs KUBEBUILDER_ASSETS; `make bench` sets it)")
 	flag.StringVar(&c.envtestPkg, "envtest-pkg", c.envtestPkg, "package holding BenchmarkBulkApply, relative to the working directory")
 	flag.StringVar(&c.updateDoc, "update-doc", c.updateDoc, "also write the output between the <!-- results --> markers of this file (docs/benchmarks.md)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", c.cpuProfile, "write a CPU profile of this process (generator, limiter, gRPC front) to this file")
 	flag.Parse()
+	if c.cpuProfile != "" {
+		stop, err := startCPUProfile(c.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "limiter-bench:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	if err := benchMain(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "limiter-bench:", err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // the profile of a failed run is not wanted
 	}
+}
+
+// startCPUProfile starts profiling into path; the returned func stops and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path) //nolint:gosec // a path the user names on the command line
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // benchMain runs everything, prints the report to w (and into -update-doc), and returns an

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func requireTools(t *testing.T) {
 func TestRunSmall(t *testing.T) {
 	requireTools(t)
 	c := defaultConfig()
-	c.duration, c.reps, c.callers, c.identities, c.benchCalls = 150*time.Millisecond, 2, 8, 50, 3000
+	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, 2, 8, 16, 50, 3000
 	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
 	c.cluster, c.controller = "1,2", false
 	doc := t.TempDir() + "/benchmarks.md"
@@ -63,7 +64,7 @@ func TestRunSmall(t *testing.T) {
 func TestMeasure(t *testing.T) {
 	requireTools(t)
 	c := defaultConfig()
-	c.duration, c.reps, c.callers, c.identities, c.benchCalls = 150*time.Millisecond, 1, 8, 50, 3000
+	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, 1, 8, 16, 50, 3000
 	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
 	c.cluster, c.controller = "2", false
 	rep, err := run(context.Background(), c)
@@ -95,14 +96,19 @@ func checkRow(t *testing.T, c config, r *row) {
 	if r.over.runs != 1 || r.over.admitted != c.overLimit {
 		t.Errorf("%s: over-admission %+v, want exactly %d admitted", r.name, r.over, c.overLimit)
 	}
-	if r.policy == nil {
-		return
+	if r.policy != nil {
+		checkRuns(t, r)
 	}
-	if len(r.direct) == 0 || len(r.grpc) == 0 {
-		t.Errorf("%s: %d limiter runs, %d gRPC runs", r.name, len(r.direct), len(r.grpc))
+}
+
+// checkRuns wants every throughput run of r to have been decided by Redis.
+func checkRuns(t *testing.T, r *row) {
+	t.Helper()
+	if len(r.direct) == 0 || len(r.wide) != len(r.direct) || len(r.grpc) == 0 {
+		t.Errorf("%s: %d + %d limiter runs, %d gRPC runs", r.name, len(r.direct), len(r.wide), len(r.grpc))
 	}
-	for _, s := range append(r.direct, r.grpc...) {
-		if s.Calls == 0 || s.Admitted == 0 || s.Fallbacks != 0 || s.P99 < s.P50 {
+	for _, s := range slices.Concat(r.direct, r.wide, r.grpc) {
+		if s.Calls == 0 || s.Admitted == 0 || s.Fallbacks != 0 || s.P99 < s.P50 || s.Batch < 1 {
 			t.Errorf("%s: %+v, want every call decided by Redis", r.name, s)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -38,10 +39,11 @@ type row struct {
 	policy   *limiter.Policy // as the controller compiles it; nil for the baseline
 	route    string          // the gRPC front's route to policy
 	ceilings []benchredis.Ceiling
-	direct   []load.Stats // Go limiter, pipelined
+	direct   []load.Stats // Go limiter, pipelined, config.callers
+	wide     []load.Stats // the same with config.wideCallers
 	grpc     []load.Stats // sidecar gRPC front, pipelined
 	// bytesLong and bytesShort are Redis bytes per identity with the default layout, for a
-	// 49-character key ({rl:default/api-per-key:user-00001234}:per-second) and a 27-character
+	// 49-character key ({rl:default/api-per-key:user-00001234}:per-second) and a 31-character
 	// one ({rl:shop/api:user-00001234}:rps).
 	bytesLong, bytesShort float64
 	over                  overResult
@@ -148,16 +150,31 @@ func measureRun(ctx context.Context, c config, rdb *redis.Client, port int, stor
 	if r.policy == nil {
 		return nil
 	}
-	direct, err := measureDirect(ctx, c, rdb, r.policy)
+	var direct, wide load.Stats
+	pprof.Do(ctx, pprof.Labels("part", "limiter"), func(ctx context.Context) {
+		direct, err = measureDirect(ctx, c, c.callers, rdb, r.policy)
+		if err == nil && c.wideCallers > 0 {
+			wide, err = measureDirect(ctx, c, c.wideCallers, rdb, r.policy)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("limiter: %w", err)
 	}
 	r.direct = append(r.direct, direct)
-	grpc, err := measureGRPC(ctx, c, rdb, store, r.route)
+	progress("  limiter, %d callers: %s", c.callers, cpuLine(direct))
+	if c.wideCallers > 0 {
+		r.wide = append(r.wide, wide)
+		progress("  limiter, %d callers: %s", c.wideCallers, cpuLine(wide))
+	}
+	var grpc load.Stats
+	pprof.Do(ctx, pprof.Labels("part", "grpc"), func(ctx context.Context) {
+		grpc, err = measureGRPC(ctx, c, rdb, store, r.route)
+	})
 	if err != nil {
 		return fmt.Errorf("gRPC front: %w", err)
 	}
 	r.grpc = append(r.grpc, grpc)
+	progress("  gRPC, %d callers: %s", c.callers, cpuLine(grpc))
 	return nil
 }
 
@@ -182,8 +199,8 @@ func ceilingSpec(c config, r *row) benchredis.BenchmarkSpec {
 // warmup is the unmeasured run before each measured one: pools filled, stacks grown.
 func warmup(c config) time.Duration { return min(c.duration/10, time.Second) }
 
-// measureDirect drives a pipelining limiter on rdb with p.
-func measureDirect(ctx context.Context, c config, rdb redis.UniversalClient, p *limiter.Policy) (load.Stats, error) {
+// measureDirect drives a pipelining limiter on rdb with p from callers goroutines.
+func measureDirect(ctx context.Context, c config, callers int, rdb redis.UniversalClient, p *limiter.Policy) (load.Stats, error) {
 	if err := flushAll(ctx, rdb); err != nil {
 		return load.Stats{}, err
 	}
@@ -196,10 +213,20 @@ func measureDirect(ctx context.Context, c config, rdb redis.UniversalClient, p *
 	call := func(ctx context.Context, _ int, rng *rand.Rand) (load.Outcome, error) {
 		return outcome(l.Check(ctx, p, limiter.Request{Identity: ids[rng.IntN(len(ids))]})), nil
 	}
-	if _, err := load.Drive(ctx, c.callers, warmup(c), call); err != nil {
+	if _, err := load.Drive(ctx, callers, warmup(c), call); err != nil {
 		return load.Stats{}, err
 	}
-	return load.Measure(ctx, c.callers, c.duration, call, redisCPU(rdb))
+	return measurePipelined(ctx, c, callers, l, call, rdb)
+}
+
+// measurePipelined is load.Measure of call, with the mean batch size of l's pipelines.
+func measurePipelined(ctx context.Context, c config, callers int, l *limiter.Limiter, call load.Caller, rdb redis.UniversalClient) (load.Stats, error) {
+	batches0, checks0 := l.PipelineStats()
+	s, err := load.Measure(ctx, callers, c.duration, call, redisCPU(rdb))
+	if batches1, checks1 := l.PipelineStats(); batches1 > batches0 {
+		s.Batch = float64(checks1-checks0) / float64(batches1-batches0)
+	}
+	return s, err
 }
 
 // redisCPU reads the CPU time of every primary rdb reaches, for load.Measure.
@@ -217,7 +244,7 @@ func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *sideca
 	if err := flushAll(ctx, rdb); err != nil {
 		return load.Stats{}, err
 	}
-	s, err := rls.Start(rls.Config{Conns: c.conns, StreamWorkers: c.streamWorkers}, rdb, store,
+	s, err := rls.Start(rls.Config{Client: rls.Client(c.client), Conns: c.conns, StreamWorkers: c.streamWorkers}, rdb, store,
 		limiter.Options{Pipelining: true, Workers: c.workers, Timeout: time.Second})
 	if err != nil {
 		return load.Stats{}, err
@@ -227,7 +254,7 @@ func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *sideca
 	if _, err := load.Drive(ctx, c.callers, warmup(c), call); err != nil {
 		return load.Stats{}, err
 	}
-	return load.Measure(ctx, c.callers, c.duration, call, redisCPU(rdb))
+	return measurePipelined(ctx, c, c.callers, s.Limiter(), call, rdb)
 }
 
 func outcome(d limiter.Decision) load.Outcome {
@@ -324,6 +351,15 @@ func newPolicy(alg limiter.Algorithm, namespace, name string, lim limiter.Limit,
 }
 
 // progress reports what is being measured, on stderr.
+// cpuLine is where one run's time went: its rate, CPU per call of this process (generator and
+// whatever it serves) and of redis-server, and bytes allocated per call.
+func cpuLine(s load.Stats) string {
+	return fmt.Sprintf("%.0f/s, this process %.1f µs/call, redis-server %.1f µs/call, %d B allocated/call, %.1f checks/pipeline",
+		s.PerSec, micros(s.CPU), micros(s.RedisCPU), s.Allocs, s.Batch)
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }

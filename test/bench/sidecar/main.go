@@ -56,6 +56,7 @@ type config struct {
 	identities  int
 	duration    time.Duration
 	conns       int
+	client      string
 	workers     int
 	pipeWorkers int
 	rows        string
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&c.identities, "identities", 10000, "distinct identities (descriptor values)")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measurement per row")
 	flag.IntVar(&c.conns, "conns", 2, "gRPC client connections the callers share")
+	flag.StringVar(&c.client, "grpc-client", string(rls.Lean), "load client: lean (test/bench/internal/h2grpc, standing in for Envoy) or grpc-go")
 	flag.IntVar(&c.workers, "stream-workers", 64, "gRPC server stream workers (grpc.NumStreamWorkers; 0: a new goroutine per call)")
 	flag.IntVar(&c.pipeWorkers, "pipeline-workers", 0, "limiter pipelines in flight (limiter.Options.Workers; 0: its default)")
 	flag.StringVar(&c.rows, "rows", "off,on", "pipelining modes to measure, comma-separated (off, on)")
@@ -208,7 +210,9 @@ func parseRows(rows string) ([]bool, error) {
 	return modes, nil
 }
 
-func rlsConfig(c config) rls.Config { return rls.Config{Conns: c.conns, StreamWorkers: c.workers} }
+func rlsConfig(c config) rls.Config {
+	return rls.Config{Client: rls.Client(c.client), Conns: c.conns, StreamWorkers: c.workers}
+}
 
 func redisCPU(rdb *redis.Client) func(context.Context) (time.Duration, error) {
 	return func(ctx context.Context) (time.Duration, error) { return benchredis.CPU(ctx, rdb) }
@@ -281,9 +285,9 @@ func ceiling(ctx context.Context, rdb *redis.Client, port int, c config, p *limi
 
 func printReport(w io.Writer, c config, r *report) {
 	p := func(format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
-	p("sidecar-bench: Envoy RLS v3 over loopback gRPC: %d callers on %d connections, %d identities, %s per row, "+
+	p("sidecar-bench: Envoy RLS v3 over loopback gRPC: %d callers on %d connections of the %s client, %d identities, %s per row, "+
 		"%d stream workers, %d CPUs shared by generator, sidecar and redis-server\n\n",
-		c.callers, c.conns, c.identities, c.duration, c.workers, runtime.NumCPU())
+		c.callers, c.conns, c.client, c.identities, c.duration, c.workers, runtime.NumCPU())
 	p("| mode | decisions/s | p50 | p99 | admitted | denied | without Redis | other load | ceiling (redis-benchmark -P16 EVALSHA/s) | ratio | target (>= %.0f%% of the larger ceiling, p99 <= %s) |\n",
 		100*targetRatio, targetP99)
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")

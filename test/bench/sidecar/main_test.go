@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
-// TestRunSmall runs the whole command with tiny numbers against a real redis-server, so
-// that it keeps working between the times someone runs it for figures.
+// TestRunSmall runs the whole command with tiny numbers against a real redis-server, with
+// each load client, so that it keeps working between the times someone runs it for figures.
 func TestRunSmall(t *testing.T) {
 	t.Setenv(redistest.ServerBinEnv, redistest.RequireRedis(t)) // the binary the harness found
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
@@ -22,20 +23,24 @@ func TestRunSmall(t *testing.T) {
 		}
 		t.Skipf("redis-benchmark not available: %v", err)
 	}
-	c := config{callers: 4, identities: 20, duration: 300 * time.Millisecond, conns: 2, workers: 4,
-		rows: "off,on", hot: true, hotDuration: 200 * time.Millisecond, benchCalls: 2000}
-	rep, err := run(context.Background(), c)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	checkRows(t, rep)
-	checkHot(t, rep.hot)
-	var out bytes.Buffer
-	printReport(&out, c, rep)
-	for _, want := range []string{"| pipelining off |", "| pipelining on |", "| one identity over its limit"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
+	for _, client := range []rls.Client{rls.Lean, rls.GRPCGo} {
+		t.Run(string(client), func(t *testing.T) {
+			c := config{callers: 4, identities: 20, duration: 300 * time.Millisecond, conns: 2, client: string(client), workers: 4,
+				rows: "off,on", hot: true, hotDuration: 200 * time.Millisecond, benchCalls: 2000}
+			rep, err := run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			checkRows(t, rep)
+			checkHot(t, rep.hot)
+			var out bytes.Buffer
+			printReport(&out, c, rep)
+			for _, want := range []string{"| pipelining off |", "| pipelining on |", "| one identity over its limit", "of the " + string(client) + " client"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
 	}
 }
 

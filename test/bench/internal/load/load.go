@@ -46,6 +46,9 @@ type Stats struct {
 	RedisCPU  time.Duration // redis-server per call
 	OtherLoad float64       // share of the machine's CPU other processes used meanwhile; <0 unknown
 	Allocs    uint64        // bytes this process allocated per call
+	// Batch is the mean number of checks per Redis pipeline, set by drivers that pipeline
+	// (0: not known).
+	Batch float64
 }
 
 // tally is one caller's figures.
@@ -177,6 +180,7 @@ func Median(runs []Stats) Stats {
 		RedisCPU:  MedianOf(runs, func(s Stats) time.Duration { return s.RedisCPU }),
 		OtherLoad: MedianOf(runs, func(s Stats) float64 { return s.OtherLoad }),
 		Allocs:    MedianOf(runs, func(s Stats) uint64 { return s.Allocs }),
+		Batch:     MedianOf(runs, func(s Stats) float64 { return s.Batch }),
 	}
 }
 

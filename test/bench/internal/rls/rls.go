@@ -1,7 +1,9 @@
 // Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar.EnvoyServer) in
 // this process: it compiles RateLimitPolicies into a snapshot as the controller does, loads it
 // into a sidecar Store, serves the EnvoyServer on a loopback gRPC listener with a limiter on
-// a given Redis client, and sends ShouldRateLimit calls from real gRPC clients.
+// a given Redis client, and sends ShouldRateLimit calls over real HTTP/2 connections: from the
+// lean client of test/bench/internal/h2grpc (the default, standing in for Envoy) or from
+// grpc-go's generated client.
 //
 // Used by test/bench/limiter (one policy per algorithm, one table) and test/bench/sidecar
 // (the front in depth: pipelining on and off, CPU per decision, the deny-cache phase).
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime/debug"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -21,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -28,6 +32,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/h2grpc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 )
 
@@ -102,8 +107,20 @@ func NewStore(ps ...Policy) (*sidecar.Store, error) {
 	return store, nil
 }
 
+// Client names a load client.
+type Client string
+
+const (
+	// Lean is test/bench/internal/h2grpc: requests encoded once, one reader per connection.
+	Lean Client = "lean"
+	// GRPCGo is grpc-go's generated RateLimitServiceClient.
+	GRPCGo Client = "grpc-go"
+)
+
 // Config shapes the gRPC side.
 type Config struct {
+	// Client sends the calls; default Lean.
+	Client Client
 	// Conns is how many gRPC client connections the callers share (default 1).
 	Conns int
 	// StreamWorkers is grpc.NumStreamWorkers on the server; 0: a new goroutine per call.
@@ -112,10 +129,13 @@ type Config struct {
 
 // Sidecar is an EnvoyServer on a loopback gRPC listener, with its clients.
 type Sidecar struct {
+	gcPrev  int // the GC target before Start, restored by Stop
 	limiter *limiter.Limiter
 	grpc    *grpc.Server
+	addr    string
 	conns   []*grpc.ClientConn
 	clients []rlsv3.RateLimitServiceClient
+	lean    []*h2grpc.Conn
 }
 
 // Start serves store's snapshot through an EnvoyServer whose limiter (built with opts) asks
@@ -135,33 +155,67 @@ func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limit
 		// Workers keep their grown stacks; a goroutine per call grows a fresh one each time.
 		sopts = append(sopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers))) //nolint:gosec // a small flag value
 	}
-	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...)}
+	// The process runs with the sidecar binary's GC target (--gc-percent) while it serves.
+	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: sidecar.SetGCPercent(sidecar.DefaultGCPercent)}
 	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: sidecar.NewMetrics(prometheus.NewRegistry())}
 	(&sidecar.EnvoyServer{Engine: engine, Log: logr.Discard()}).Register(s.grpc)
 	go func() { _ = s.grpc.Serve(lis) }()
-	for range max(c.Conns, 1) {
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("dial: %w", err)
-		}
-		s.conns = append(s.conns, conn)
-		s.clients = append(s.clients, rlsv3.NewRateLimitServiceClient(conn))
+	s.addr = lis.Addr().String()
+	if err := s.dial(c); err != nil {
+		s.Stop()
+		return nil, err
 	}
 	return s, nil
 }
+
+func (s *Sidecar) dial(c Config) error {
+	for range max(c.Conns, 1) {
+		if c.Client == GRPCGo {
+			conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fmt.Errorf("dial: %w", err)
+			}
+			s.conns = append(s.conns, conn)
+			s.clients = append(s.clients, rlsv3.NewRateLimitServiceClient(conn))
+			continue
+		}
+		conn, err := h2grpc.Dial(s.addr)
+		if err != nil {
+			return fmt.Errorf("dial: %w", err)
+		}
+		s.lean = append(s.lean, conn)
+	}
+	return nil
+}
+
+// Limiter is the sidecar's limiter (for its PipelineStats).
+func (s *Sidecar) Limiter() *limiter.Limiter { return s.limiter }
 
 // Stop closes the clients, the server and the limiter.
 func (s *Sidecar) Stop() {
 	for _, c := range s.conns {
 		_ = c.Close()
 	}
+	for _, c := range s.lean {
+		_ = c.Close()
+	}
 	s.grpc.Stop()
 	s.limiter.Close()
+	debug.SetGCPercent(s.gcPrev)
 }
+
+// shouldRateLimit is the method's HTTP/2 path.
+const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 // Call sends req as caller g (callers are spread over the connections).
 func (s *Sidecar) Call(ctx context.Context, g int, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if len(s.lean) > 0 {
+		enc, err := s.encode(req)
+		if err != nil {
+			return nil, err
+		}
+		return s.callLean(g, enc)
+	}
 	resp, err := s.clients[g%len(s.clients)].ShouldRateLimit(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("ShouldRateLimit: %w", err)
@@ -169,10 +223,51 @@ func (s *Sidecar) Call(ctx context.Context, g int, req *rlsv3.RateLimitRequest) 
 	return resp, nil
 }
 
-// Caller is a load.Caller sending, for each call, one of reqs picked at random.
+func (s *Sidecar) encode(req *rlsv3.RateLimitRequest) (h2grpc.Request, error) {
+	msg, err := proto.Marshal(req)
+	if err != nil {
+		return h2grpc.Request{}, fmt.Errorf("marshal: %w", err)
+	}
+	return h2grpc.Encode(s.addr, shouldRateLimit, msg), nil
+}
+
+func (s *Sidecar) callLean(g int, req h2grpc.Request) (*rlsv3.RateLimitResponse, error) {
+	r, err := s.lean[g%len(s.lean)].Call(req)
+	if err != nil {
+		return nil, fmt.Errorf("ShouldRateLimit: %w", err)
+	}
+	if r.Status != 0 {
+		return nil, fmt.Errorf("ShouldRateLimit: grpc-status %d", r.Status)
+	}
+	resp := &rlsv3.RateLimitResponse{}
+	if err := proto.Unmarshal(r.Message, resp); err != nil {
+		return nil, fmt.Errorf("ShouldRateLimit: response: %w", err)
+	}
+	return resp, nil
+}
+
+// Caller is a load.Caller sending, for each call, one of reqs picked at random. For the lean
+// client the requests are encoded here, once.
 func (s *Sidecar) Caller(reqs []*rlsv3.RateLimitRequest) load.Caller {
+	var enc []h2grpc.Request
+	for _, r := range reqs {
+		if len(s.lean) == 0 {
+			break
+		}
+		e, err := s.encode(r)
+		if err != nil {
+			return func(context.Context, int, *rand.Rand) (load.Outcome, error) { return load.Fallback, err }
+		}
+		enc = append(enc, e)
+	}
 	return func(ctx context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
-		resp, err := s.Call(ctx, g, reqs[rng.IntN(len(reqs))])
+		var resp *rlsv3.RateLimitResponse
+		var err error
+		if i := rng.IntN(len(reqs)); enc != nil {
+			resp, err = s.callLean(g, enc[i])
+		} else {
+			resp, err = s.Call(ctx, g, reqs[i])
+		}
 		if err != nil {
 			return load.Fallback, err
 		}
