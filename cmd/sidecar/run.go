@@ -66,6 +66,7 @@ func serve(ctx context.Context, o options, upstream *url.URL, store *sidecar.Sto
 	health *sidecar.Health, srv *servers, log logr.Logger) error {
 	defer srv.closeAdmin()
 	engine := &sidecar.Engine{Store: store, Metrics: metrics}
+	metrics.CountPipelines(engine)
 	if err := srv.listenFronts(o, upstream, engine); err != nil {
 		srv.stop(context.Background())
 		return err

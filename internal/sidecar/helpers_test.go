@@ -81,5 +81,7 @@ func scStartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limi
 	if err := store.Load(scDoc(t, policies...), "test"); err != nil {
 		t.Fatal(err)
 	}
-	return &scRig{redis: srv, client: rdb, engine: &sidecar.Engine{Store: store, Limiter: lim, Metrics: m}, store: store, reg: reg}
+	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: m}
+	m.CountPipelines(engine)
+	return &scRig{redis: srv, client: rdb, engine: engine, store: store, reg: reg}
 }

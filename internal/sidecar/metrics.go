@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ type Metrics struct {
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
 	policies      prometheus.Gauge
+	// pipelined is the engine whose limiter's pipelines are exported (CountPipelines).
+	pipelined atomic.Pointer[Engine]
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -48,8 +51,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Policies in the snapshot in force."}),
 	}
 	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits,
-		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies)
+		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
+			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
+			m.pipelineStat(func(pipelines, _ uint64) uint64 { return pipelines })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelined_checks_total",
+			Help: "Checks the limiter sent to Redis in pipelines."},
+			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
 	return m
+}
+
+// CountPipelines exports the pipelines of e's limiter (once it has one; it is set once).
+func (m *Metrics) CountPipelines(e *Engine) { m.pipelined.Store(e) }
+
+func (m *Metrics) pipelineStat(pick func(pipelines, checks uint64) uint64) func() float64 {
+	return func() float64 {
+		if e := m.pipelined.Load(); e != nil {
+			if l := e.limiter(); l != nil {
+				return float64(pick(l.PipelineStats()))
+			}
+		}
+		return 0
+	}
 }
 
 // decided records one policy check.
