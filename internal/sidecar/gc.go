@@ -17,9 +17,9 @@ const DefaultGCPercent = 400
 // unless the GOGC environment variable is set, which wins as for any Go program; a memory
 // limit (GOMEMLIMIT) applies either way. It returns the previous setting.
 func SetGCPercent(percent int) int {
+	prev := debug.SetGCPercent(percent)
 	if _, set := os.LookupEnv("GOGC"); set {
-		percent = debug.SetGCPercent(percent) // read the setting in force...
-		debug.SetGCPercent(percent)           // ...and keep it
+		debug.SetGCPercent(prev)
 	}
-	return debug.SetGCPercent(percent)
+	return prev
 }

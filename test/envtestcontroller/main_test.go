@@ -45,8 +45,9 @@ var (
 	redisErr error // the shared redis-server did not start (RequireRedis tells missing from broken)
 	mgrErr   error // the control plane and Redis started but the manager did not: a failure
 
-	mainT   = &mainTB{}
-	standby *redistest.Server // the shared standalone redis-server
+	procs   = redistest.NewProcs() // owns the shared redis-server for the whole binary
+	mainT   = procs.TB()           // work of the binary's lifetime: cleanups run at procs.Close
+	standby *redistest.Server      // the shared standalone redis-server
 
 	sharedMu sync.Mutex
 	shared   *manager // the manager bound to standby, restarted by some tests
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "envtestcontroller: %v\n", startErr)
 	}
 	if startErr == nil {
-		standby, redisErr = startRedis(mainT)
+		standby, redisErr = procs.Server()
 	}
 	if startErr == nil && redisErr == nil {
 		if shared, mgrErr = startManager(env, standby.Client(), standaloneTopology(standby)); mgrErr != nil {
@@ -70,12 +71,13 @@ func TestMain(m *testing.M) {
 	sharedMu.Lock()
 	shared.stop()
 	sharedMu.Unlock()
-	mainT.runCleanups() // stops redis-server by its PID and removes its directory
+	// Stops redis-server by its PID and removes its directory; an error fails the run.
+	if err := procs.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "envtestcontroller: %v\n", err)
+		code = max(code, 1)
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "envtestcontroller: %v\n", err)
-	}
-	if mainT.Failed() && code == 0 {
-		code = 1
 	}
 	os.Exit(code)
 }
@@ -98,21 +100,6 @@ func suite(t testing.TB) *kubetest.Env {
 
 func standaloneTopology(s *redistest.Server) redisconn.Topology {
 	return redisconn.Topology{Mode: redisconn.ModeStandalone, Addrs: []string{s.Addr()}}
-}
-
-// startRedis starts the shared redis-server outside any test; redistest's Fatal and Skip
-// end the start with an error instead of a test.
-func startRedis(tb *mainTB) (s *redistest.Server, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			abort, ok := r.(tbAbort)
-			if !ok {
-				panic(r)
-			}
-			s, err = nil, errors.New(abort.msg)
-		}
-	}()
-	return redistest.StartServer(tb), nil
 }
 
 // manager is one running controller-runtime manager with the operator's controllers.
@@ -271,62 +258,3 @@ func (c *requestCounter) snapshot() (total, writes int64, byMethod map[string]in
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// mainTB lets redistest own a server for the whole binary, outside any test: Fatal and Skip
-// abort the start (recovered by startRedis), Error marks the run failed, cleanups run when
-// TestMain ends. Only the methods redistest calls are implemented.
-type mainTB struct {
-	testing.TB // nil; satisfies the interface's unexported method
-
-	mu       sync.Mutex
-	cleanups []func()
-	failed   bool
-}
-
-type tbAbort struct{ msg string }
-
-func (m *mainTB) Helper()      {}
-func (m *mainTB) Name() string { return "TestMain" }
-
-func (m *mainTB) Cleanup(f func()) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cleanups = append(m.cleanups, f)
-}
-
-func (m *mainTB) Logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "envtestcontroller: "+format+"\n", args...)
-}
-
-func (m *mainTB) Errorf(format string, args ...any) {
-	m.Logf(format, args...)
-	m.mu.Lock()
-	m.failed = true
-	m.mu.Unlock()
-}
-
-func (m *mainTB) Fatalf(format string, args ...any) {
-	m.Errorf(format, args...)
-	panic(tbAbort{msg: fmt.Sprintf(format, args...)})
-}
-
-func (m *mainTB) Skipf(format string, args ...any) {
-	panic(tbAbort{msg: fmt.Sprintf(format, args...)})
-}
-
-func (m *mainTB) Failed() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.failed
-}
-
-// runCleanups runs the registered cleanups, last first.
-func (m *mainTB) runCleanups() {
-	m.mu.Lock()
-	fs := m.cleanups
-	m.cleanups = nil
-	m.mu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
-}

@@ -1,30 +1,21 @@
 package envtestwebhook
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
 // Names config/default renders: namespace ratelimit-system, prefix ratelimit-.
@@ -81,38 +72,7 @@ func (r rendered) names(kind string) []string {
 // renderDefault runs `kubectl kustomize config/default` and splits the result.
 func renderDefault(t *testing.T) rendered {
 	t.Helper()
-	kubectl := requireTool(t, "kubectl")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(kubetest.RepoRoot(), "config", "default"))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
-	}
-	r := rendered{}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("split rendered YAML: %v", err)
-		}
-		var u unstructured.Unstructured
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("decode rendered document: %v", err)
-		}
-		if u.Object == nil {
-			continue
-		}
-		if r[u.GetKind()] == nil {
-			r[u.GetKind()] = map[string][]byte{}
-		}
-		r[u.GetKind()][u.GetName()] = doc
-	}
+	r, _ := renderDir(t, filepath.Join("config", "default"))
 	return r
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
 // clusterRow is the pipelined limiter on a Redis Cluster of some primaries.
@@ -48,7 +49,7 @@ func measureCluster(ctx context.Context, c config, primaries []int) ([]clusterRo
 }
 
 func measureClusterOf(ctx context.Context, c config, n int, p *limiter.Policy) (_ clusterRow, err error) {
-	procs := benchredis.NewProcs()
+	procs := redistest.NewProcs()
 	defer func() { err = errors.Join(err, procs.Close()) }()
 	cl, err := procs.Cluster(n)
 	if err != nil {

@@ -100,7 +100,7 @@ func newClient(s *redistest.Server, pool int) *redis.Client {
 }
 
 func measureStandalone(ctx context.Context, c config, rep *report) (err error) {
-	procs := benchredis.NewProcs()
+	procs := redistest.NewProcs()
 	defer func() { err = errors.Join(err, procs.Close()) }()
 	srv, err := procs.Server()
 	if err != nil {

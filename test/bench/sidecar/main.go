@@ -40,6 +40,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
 const (
@@ -161,7 +162,7 @@ func run(ctx context.Context, c config) (_ *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	procs := benchredis.NewProcs()
+	procs := redistest.NewProcs()
 	defer func() { err = errors.Join(err, procs.Close()) }()
 	srv, err := procs.Server()
 	if err != nil {

@@ -1,7 +1,6 @@
 package benchredis
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -26,21 +25,5 @@ func TestParseBenchmarkCSV(t *testing.T) {
 	}
 	if _, err := ParseBenchmarkCSV([]byte("nothing")); err == nil {
 		t.Error("no error without figures")
-	}
-}
-
-// TestProcsTurnsFatalIntoError: a redistest failure outside a test ends the call with an
-// error, and Close runs what was registered.
-func TestProcsTurnsFatalIntoError(t *testing.T) {
-	p := NewProcs()
-	ran := false
-	p.tb.Cleanup(func() { ran = true })
-	err := p.tb.do(func() { p.tb.Fatalf("no %s", "luck") })
-	if err == nil || !strings.Contains(err.Error(), "no luck") {
-		t.Errorf("do = %v, want the Fatalf message", err)
-	}
-	p.tb.Errorf("stop failed")
-	if err := p.Close(); !ran || err == nil || !strings.Contains(err.Error(), "stop failed") {
-		t.Errorf("Close = %v (cleanup ran %v), want the Errorf message after running the cleanup", err, ran)
 	}
 }

@@ -1,3 +1,6 @@
+// Package benchredis is the Redis side of the bench commands: INFO readings, the
+// redis-benchmark ceiling and bytes per identity (the processes come from
+// redistest.Procs).
 package benchredis
 
 import (

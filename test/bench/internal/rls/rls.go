@@ -249,30 +249,29 @@ func (s *Sidecar) callLean(g int, req h2grpc.Request) (*rlsv3.RateLimitResponse,
 // Caller is a load.Caller sending, for each call, one of reqs picked at random. For the lean
 // client the requests are encoded here, once.
 func (s *Sidecar) Caller(reqs []*rlsv3.RateLimitRequest) load.Caller {
-	var enc []h2grpc.Request
-	for _, r := range reqs {
-		if len(s.lean) == 0 {
-			break
+	if len(s.lean) == 0 {
+		return func(ctx context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
+			return outcomeOf(s.Call(ctx, g, reqs[rng.IntN(len(reqs))]))
 		}
+	}
+	enc := make([]h2grpc.Request, len(reqs))
+	for i, r := range reqs {
 		e, err := s.encode(r)
 		if err != nil {
 			return func(context.Context, int, *rand.Rand) (load.Outcome, error) { return load.Fallback, err }
 		}
-		enc = append(enc, e)
+		enc[i] = e
 	}
-	return func(ctx context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
-		var resp *rlsv3.RateLimitResponse
-		var err error
-		if i := rng.IntN(len(reqs)); enc != nil {
-			resp, err = s.callLean(g, enc[i])
-		} else {
-			resp, err = s.Call(ctx, g, reqs[i])
-		}
-		if err != nil {
-			return load.Fallback, err
-		}
-		return Outcome(resp), nil
+	return func(_ context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
+		return outcomeOf(s.callLean(g, enc[rng.IntN(len(enc))]))
 	}
+}
+
+func outcomeOf(resp *rlsv3.RateLimitResponse, err error) (load.Outcome, error) {
+	if err != nil {
+		return load.Fallback, err
+	}
+	return Outcome(resp), nil
 }
 
 // Request is a ShouldRateLimit request for one identity on route.

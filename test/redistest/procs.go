@@ -1,7 +1,4 @@
-// Package benchredis is the Redis side of the bench commands: redis-server processes
-// (standalone and Cluster, started by test/redistest outside any test), INFO readings,
-// the redis-benchmark ceiling and bytes per identity.
-package benchredis
+package redistest
 
 import (
 	"errors"
@@ -9,12 +6,10 @@ import (
 	"os"
 	"sync"
 	"testing"
-
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
-// Procs owns the redis-server processes a bench command started. Close stops them all by
-// their PIDs and removes their directories.
+// Procs owns redis-server processes started outside any test (a bench command, a TestMain).
+// Close stops them all by their PIDs and removes their directories.
 type Procs struct {
 	tb *procTB
 }
@@ -23,23 +18,28 @@ type Procs struct {
 func NewProcs() *Procs { return &Procs{tb: &procTB{}} }
 
 // Server starts a standalone redis-server on a free loopback port.
-func (p *Procs) Server(opts ...redistest.Option) (s *redistest.Server, err error) {
-	err = p.tb.do(func() { s = redistest.StartServer(p.tb, opts...) })
+func (p *Procs) Server(opts ...Option) (s *Server, err error) {
+	err = p.tb.do(func() { s = StartServer(p.tb, opts...) })
 	return s, err
 }
 
 // Cluster starts a Redis Cluster of primaries primary nodes, the slots split evenly.
-func (p *Procs) Cluster(primaries int, opts ...redistest.ClusterOption) (c *redistest.Cluster, err error) {
-	err = p.tb.do(func() { c = redistest.StartCluster(p.tb, primaries, opts...) })
+func (p *Procs) Cluster(primaries int, opts ...ClusterOption) (c *Cluster, err error) {
+	err = p.tb.do(func() { c = StartCluster(p.tb, primaries, opts...) })
 	return c, err
 }
+
+// TB is the testing.TB the processes are owned through, for other work of the same lifetime:
+// its Cleanup runs at Close (last first), its Errorf makes Close fail, its Logf writes to
+// stderr. Its Fatalf and Skipf panic outside Server and Cluster.
+func (p *Procs) TB() testing.TB { return p.tb }
 
 // Close stops every process started so far (last first) and reports what went wrong.
 func (p *Procs) Close() error {
 	return p.tb.runCleanups()
 }
 
-// procTB lets test/redistest own processes outside a test: Fatalf and Skipf end the
+// procTB lets this package own processes outside a test: Fatalf and Skipf end the
 // current Procs call with an error instead of a test, Cleanup registers work for Close.
 type procTB struct {
 	testing.TB // nil: only satisfies the interface's unexported method
@@ -68,7 +68,7 @@ func (m *procTB) do(fn func()) (err error) {
 }
 
 func (m *procTB) Helper()      {}
-func (m *procTB) Name() string { return "bench" }
+func (m *procTB) Name() string { return "procs" }
 
 func (m *procTB) Cleanup(f func()) {
 	m.mu.Lock()
@@ -77,7 +77,7 @@ func (m *procTB) Cleanup(f func()) {
 }
 
 func (m *procTB) Logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "redistest: "+format+"\n", args...)
 }
 
 func (m *procTB) Errorf(format string, args ...any) {
