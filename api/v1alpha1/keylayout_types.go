@@ -10,6 +10,8 @@ import (
 // SlidingWindow's two window keys, which are now one). Every
 // key of one policy must share one non-empty hash tag (the text between the first "{" and
 // the next "}") so Redis Cluster keeps them on one slot.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) >= duration('1ms')",message="ttl must be at least 1ms: keys without a TTL never expire",fieldPath=".ttl"
 type KeyLayout struct {
 	// state is the template of the keys holding the counters, one per limit. Defaults to
 	// "{rl:${namespace}/${policy}:${identity}}:${limit}".

@@ -43,3 +43,23 @@ func (t *Template) Vars() []string { return t.used.names() }
 func (t *Template) HashTag() (tag string, ok bool) {
 	return t.tagSrc, t.tag != nil
 }
+
+// TagNeverEmpty reports whether the hash tag expands to non-empty text for every Values in
+// which the variables named in nonEmpty are not empty: the tag holds literal text or one of
+// those variables. A tag made only of other variables (an identity that may be missing)
+// expands to "{}" for empty values, which Redis ignores: it then hashes whole keys, so the
+// keys of one call land on different Cluster slots. False when there is no tag.
+func (t *Template) TagNeverEmpty(nonEmpty ...string) bool {
+	if t.tag == nil {
+		return false
+	}
+	if t.tag.litLen > 0 {
+		return true
+	}
+	for _, name := range nonEmpty {
+		if t.tag.Uses(name) {
+			return true
+		}
+	}
+	return false
+}

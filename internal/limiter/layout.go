@@ -58,9 +58,18 @@ func checkEmptyTag(field string, t *keylayout.Template) FieldErrors {
 	var errs FieldErrors
 	if t.EmptyTag() {
 		errs.add(field, "%q starts with the empty hash tag {}, which Redis ignores (it hashes the whole key): put the identity inside, e.g. {rl:${identity}}", t)
+		return errs
+	}
+	if tag, ok := t.HashTag(); ok && !t.TagNeverEmpty(neverEmptyVars...) {
+		errs.add(field, "%q has a hash tag {%s} that expands to the empty tag {} when ${%s} is empty (a request without identity, counted as Shared): Redis then hashes whole keys and a call's keys land on different Cluster slots; put literal text or ${%s} in the tag, e.g. {rl:${%s}/${%s}:${identity}}",
+			t, tag, keylayout.VarIdentity, keylayout.VarNamespace, keylayout.VarNamespace, keylayout.VarPolicy)
 	}
 	return errs
 }
+
+// neverEmptyVars are the variables whose values are never empty: Kubernetes names and limit
+// names. The identity is empty for the Shared caller, and ${slot} always expands empty.
+var neverEmptyVars = []string{keylayout.VarNamespace, keylayout.VarPolicy, keylayout.VarLimit}
 
 // checkTagVars requires the hash tag to be the same for every key of one call: it may use
 // ${namespace}, ${policy} and ${identity}, never ${limit}, ${slot} or ${requestId}, which

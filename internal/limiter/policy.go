@@ -148,7 +148,12 @@ func checkLimits(a Algorithm, ls []Limit) FieldErrors {
 	if len(ls) == 0 || len(ls) > MaxLimits {
 		errs.add("limits", "a policy needs 1 to %d limits, got %d", MaxLimits, len(ls))
 	}
+	seen := make(map[string]int, len(ls))
 	for i, l := range ls {
+		if j, dup := seen[l.Name]; dup {
+			errs.add(fmt.Sprintf("limits[%d].name", i), "%q is also the name of limits[%d]: each limit needs its own name (it names the limit's key and its reports)", l.Name, j)
+		}
+		seen[l.Name] = i
 		if fe := checkLimit(a, l); fe != nil {
 			fe.Field = fmt.Sprintf("limits[%d].%s", i, fe.Field)
 			errs = append(errs, fe)
@@ -176,18 +181,42 @@ func checkLimit(a Algorithm, l Limit) *FieldError {
 	if l.Requests > l.Period.Microseconds() {
 		return &FieldError{"requests", fmt.Sprintf("%d per %s is more than one request per microsecond, the finest %s step", l.Requests, l.Period, a)}
 	}
+	if fe := checkRepresentable(a, l); fe != nil {
+		return fe
+	}
 	if float64(burstOf(a, l))*float64(interval(l)) > maxVirtualTime {
 		return &FieldError{"burst", "burst * period / requests exceeds 142 years"}
 	}
 	return nil
 }
 
-// interval is T, the µs one request occupies for TokenBucket and GCRA (rounded as in Lua).
+// maxRoundingLoss is how much fewer requests per period rounding T up to whole µs may admit
+// than asked (1%): more, and the rate is refused as not representable.
+const maxRoundingLoss = 0.01
+
+// checkRepresentable refuses a TokenBucket or GCRA rate that whole-µs steps cannot run
+// within maxRoundingLoss of what was asked. T is rounded up, so a represented rate never
+// admits more than asked; this keeps it from silently admitting much less.
+func checkRepresentable(a Algorithm, l Limit) *FieldError {
+	us := l.Period.Microseconds()
+	rate := float64(us) / float64(interval(l))
+	if rate >= (1-maxRoundingLoss)*float64(l.Requests) {
+		return nil
+	}
+	effective := int64(rate)
+	exact := float64(us) / float64(l.Requests)
+	return &FieldError{"requests", fmt.Sprintf("%d per %s needs %.4gµs per request; %s counts whole microseconds per request, so it would admit at most %d per %s (%.0f%% fewer): choose requests and period so that period / requests is a whole number of microseconds or at least 100µs",
+		l.Requests, l.Period, exact, a, effective, l.Period, 100*(1-float64(effective)/float64(l.Requests)))}
+}
+
+// interval is T, the µs one request occupies for TokenBucket and GCRA: period / requests
+// rounded up, so that rounding can only ever admit fewer requests than asked.
 func interval(l Limit) int64 {
 	if l.Requests < 1 {
 		return 0
 	}
-	return (2*l.Period.Microseconds() + l.Requests) / (2 * l.Requests)
+	us := l.Period.Microseconds()
+	return (us + l.Requests - 1) / l.Requests
 }
 
 func burstOf(a Algorithm, l Limit) int64 {

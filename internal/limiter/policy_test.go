@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,28 @@ func TestNewPolicyRejects(t *testing.T) {
 			c.Algorithm, c.Limits[0].Requests, c.Limits[0].Period = GCRA, 2000, time.Millisecond
 		}, "more than one request per microsecond"},
 		{"LocalCap without cap", func(c *PolicyConfig) { c.FailureMode = LocalCap }, "LocalCap needs"},
+		// Two limits of one name would share one key (and one line of every report).
+		{"duplicate limit names", func(c *PolicyConfig) {
+			c.Limits = append(c.Limits, Limit{Name: "a", Requests: 2, Period: time.Minute})
+			c.TTL = time.Hour
+		}, `limits[1].name: "a" is also the name of limits[0]`},
+		// A tag made only of values that may be empty expands to {} for the Shared identity:
+		// Redis then hashes whole keys, and the two limits' keys land on different slots.
+		{"tag of untrusted values only", func(c *PolicyConfig) {
+			c.Limits = append(c.Limits, Limit{Name: "b", Requests: 2, Period: time.Second})
+			c.StateKey = "{${identity}}:${limit}"
+		}, "keyLayout.state: \"{${identity}}:${limit}\" has a hash tag {${identity}} that expands to the empty tag {} when ${identity} is empty"},
+		{"single-key tag of untrusted values only", func(c *PolicyConfig) {
+			c.StateKey = "{${identity}}:${limit}"
+		}, "empty tag"},
+		// T in whole µs: rounding 1.43µs to 1µs ran 700000/s at 1000000/s; rounding up to 2µs
+		// would run it at 500000/s. Both are refused: the limit cannot be represented.
+		{"rate not representable in whole µs (700000/s)", func(c *PolicyConfig) {
+			c.Limits[0].Requests, c.Limits[0].Period = 700_000, time.Second
+		}, "limits[0].requests: 700000 per 1s needs 1.429µs per request"},
+		{"rate not representable in whole µs (450000/s, GCRA)", func(c *PolicyConfig) {
+			c.Algorithm, c.Limits[0].Requests, c.Limits[0].Period = GCRA, 450_000, time.Second
+		}, "would admit at most 333333 per 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +98,27 @@ func TestHorizon(t *testing.T) {
 	for a, want := range cases {
 		if got := Horizon(a, ls); got != want {
 			t.Errorf("%s: horizon %s, want %s", a, got, want)
+		}
+	}
+}
+
+// TestIntervalNeverAdmitsMore: T, the whole µs one request occupies, is never shorter than the
+// exact period/requests, so rounding can only ever admit fewer requests; NewPolicy accepts a
+// rate only when it runs within 1% of what was asked.
+func TestIntervalNeverAdmitsMore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // test data.
+	for range 100_000 {
+		l := Limit{Name: "l", Requests: 1 + rng.Int64N(2_000_000), Period: time.Duration(1+rng.Int64N(10_000_000)) * time.Microsecond}
+		T := interval(l)
+		if T*l.Requests < l.Period.Microseconds() {
+			t.Fatalf("%d per %s: T = %dµs admits %d per period", l.Requests, l.Period, T, l.Period.Microseconds()/T)
+		}
+		_, err := NewPolicy(PolicyConfig{Namespace: "ns", Name: "p", Algorithm: GCRA, Limits: []Limit{l},
+			StateKey: "{rl:${identity}}", TTL: 1 << 62, FailureMode: FailOpen})
+		effective := float64(l.Period.Microseconds()) / float64(T)
+		ok := effective >= 0.99*float64(l.Requests) && l.Requests <= l.Period.Microseconds() && l.Period >= time.Millisecond
+		if ok != (err == nil) {
+			t.Fatalf("%d per %s runs at %.1f per period: NewPolicy error %v", l.Requests, l.Period, effective, err)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package policy
 
 import (
+	"fmt"
+	"reflect"
+	"time"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -68,7 +72,26 @@ func Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	if err := checkPublished(p, compiled); err != nil {
+		return nil, field.ErrorList{field.InternalError(specPath, err)}
+	}
 	return compiled, nil
+}
+
+// checkPublished compiles the snapshot entry of a compiled policy the way every sidecar
+// will, and fails unless that gives exactly the policy checked here: the controller must
+// never publish what a sidecar refuses or runs differently. The whole-millisecond rules of
+// checkSpec make this hold; this is the proof, run on every compile.
+func checkPublished(p *v1alpha1.RateLimitPolicy, compiled *limiter.Policy) error {
+	entry := Snapshot(p, compiled)
+	published, err := entry.Compile(p.Namespace)
+	if err != nil {
+		return fmt.Errorf("the sidecars would refuse this policy's snapshot entry: %w", err)
+	}
+	if !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
+		return fmt.Errorf("the sidecars would run this policy as %+v, not as checked (%+v)", published.PolicyConfig, compiled.PolicyConfig)
+	}
+	return nil
 }
 
 // fieldErrors maps the limiter's spec-relative field errors onto spec paths.
@@ -89,13 +112,44 @@ func fieldErrors(err error) field.ErrorList {
 // calls this on stored objects, which may predate a schema rule.
 func checkSpec(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	var errs field.ErrorList
-	if s.KeyLayout == nil || s.KeyLayout.TTL == nil {
-		errs = append(errs, field.Required(specPath.Child("keyLayout", "ttl"),
+	ttlPath := specPath.Child("keyLayout", "ttl")
+	switch {
+	case s.KeyLayout == nil || s.KeyLayout.TTL == nil:
+		errs = append(errs, field.Required(ttlPath,
 			"a TTL is required so idle identities' keys expire; omit keyLayout.ttl to get the algorithm's horizon from the defaulting webhook"))
+	case s.KeyLayout.TTL.Duration <= 0:
+		errs = append(errs, field.Invalid(ttlPath, s.KeyLayout.TTL.Duration.String(),
+			"must be positive: keys without a TTL never expire; omit keyLayout.ttl to get the algorithm's horizon"))
 	}
 	if c := s.Cost; c != nil && c.Max != nil && *c.Max < c.Default {
 		errs = append(errs, field.Invalid(specPath.Child("cost", "max"), *c.Max,
 			"must be at least cost.default"))
+	}
+	return append(errs, checkMilliseconds(s)...)
+}
+
+// checkMilliseconds requires every duration to be a whole number of milliseconds: the
+// snapshot carries milliseconds, so a finer duration would reach the sidecars truncated
+// (10 per 1.9ms would run as 10 per 1ms, 90% more).
+func checkMilliseconds(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
+	var errs field.ErrorList
+	check := func(path *field.Path, d time.Duration) {
+		if d%time.Millisecond != 0 {
+			errs = append(errs, field.Invalid(path, d.String(),
+				d.String()+" is not a whole number of milliseconds, the finest unit the sidecars run"))
+		}
+	}
+	for i, l := range s.Limits {
+		check(specPath.Child("limits").Index(i).Child("period"), l.Period.Duration)
+	}
+	if kl := s.KeyLayout; kl != nil && kl.TTL != nil {
+		check(specPath.Child("keyLayout", "ttl"), kl.TTL.Duration)
+	}
+	if s.Idempotency != nil {
+		check(specPath.Child("idempotency", "ttl"), s.Idempotency.TTL.Duration)
+	}
+	if s.LocalCap != nil {
+		check(specPath.Child("localCap", "period"), s.LocalCap.Period.Duration)
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 )
 
@@ -237,6 +239,54 @@ var rejectCases = []rejectCase{
 		mutate: func(p *v1alpha1.RateLimitPolicy) { idempotent(p); p.Spec.Idempotency.TTL.Duration = 0 },
 		field:  "spec.idempotency.ttl", msgs: []string{"must be at least 1ms"}},
 
+	// Durations are milliseconds end to end (the snapshot carries ms): a finer duration
+	// would be published truncated (10 per 1.9ms ran as 10 per 1ms, +90%).
+	{name: "period with a fraction of a millisecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+			p.Spec.Limits = []v1alpha1.Limit{limit("burst", 10, 1900*time.Microsecond, 0)}
+		},
+		field: "spec.limits[0].period", msgs: []string{"1.9ms is not a whole number of milliseconds"}},
+	{name: "period that the sidecars would refuse once truncated (1200 per 1.5ms)",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits = []v1alpha1.Limit{limit("burst", 1200, 1500*time.Microsecond, 0)}
+		},
+		field: "spec.limits[0].period", msgs: []string{"not a whole number of milliseconds"}, also: []string{"spec.limits[0].requests"}},
+	{name: "TTL with a fraction of a millisecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "", "", 2*time.Second+500*time.Microsecond) },
+		field:  "spec.keyLayout.ttl", msgs: []string{"2.0005s is not a whole number of milliseconds"}},
+	{name: "idempotency TTL with a fraction of a millisecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			p.Spec.Idempotency.TTL.Duration = time.Minute + time.Microsecond
+		},
+		field: "spec.idempotency.ttl", msgs: []string{"not a whole number of milliseconds"}},
+	{name: "localCap period with a fraction of a millisecond",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
+			p.Spec.LocalCap = &v1alpha1.LocalCap{Requests: 2, Period: metav1.Duration{Duration: time.Second + time.Microsecond}, MaxIdentities: 10}
+		},
+		field: "spec.localCap.period", msgs: []string{"not a whole number of milliseconds"}},
+	{name: "TTL of zero (written by the user, not defaulted)",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.KeyLayout = &v1alpha1.KeyLayout{TTL: dur(0)} },
+		field:  "spec.keyLayout.ttl", msgs: []string{"must be positive"}},
+	{name: "rate that whole microseconds cannot run (700000 per second)",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Limits = []v1alpha1.Limit{limit("per-second", 700_000, time.Second, 0)}
+		},
+		field: "spec.limits[0].requests", msgs: []string{"700000 per 1s needs 1.429µs per request", "at most 500000 per 1s"}},
+	{name: "duplicate limit names",
+		raw: true,
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
+			p.Spec.Limits = []v1alpha1.Limit{limit("a", 10, time.Second, 0), limit("a", 100, time.Minute, 0)}
+			layout(p, defaultState, "", time.Hour)
+		},
+		field: "spec.limits[1].name", msgs: []string{`"a" is also the name of limits[0]`}},
+	{name: "hash tag of the identity alone (empty for the Shared caller)",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{${identity}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{"expands to the empty tag {} when ${identity} is empty"}},
+
 	// LocalCap needs its cap.
 	{name: "LocalCap without localCap",
 		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = v1alpha1.FailureModeLocalCap },
@@ -434,7 +484,7 @@ func TestSamplesCompile(t *testing.T) {
 
 // compileOK compiles p, failing on any error, and checks that the keys of one call (every
 // limit and slot, plus the idempotency key) share one Cluster slot.
-func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) {
+func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 	t.Helper()
 	compiled, errs := policy.Compile(p)
 	if len(errs) > 0 || compiled == nil {
@@ -457,5 +507,35 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) {
 		if len(keys) > 1 && !strings.Contains(keys[0], "{") {
 			t.Errorf("multi-key call without a hash tag: %q", keys)
 		}
+	}
+	return compiled
+}
+
+// TestCompiledIsWhatIsPublished: for every policy Compile accepts, the snapshot entry the
+// controller publishes compiles, the way each sidecar compiles it, to exactly the policy the
+// webhook and the controller checked. Nothing is lost or rounded between the two.
+func TestCompiledIsWhatIsPublished(t *testing.T) {
+	cases := map[string]*v1alpha1.RateLimitPolicy{}
+	for _, tc := range acceptCases {
+		p := base()
+		tc.mutate(p)
+		cases[tc.name] = p
+	}
+	for file, p := range samples(t) {
+		cases[file] = p
+	}
+	for name, p := range cases {
+		t.Run(name, func(t *testing.T) {
+			policy.Default(p)
+			compiled := compileOK(t, p)
+			entry := policy.Snapshot(p, compiled)
+			published, err := entry.Compile(p.Namespace)
+			if err != nil {
+				t.Fatalf("the published entry does not compile: %v", err)
+			}
+			if !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
+				t.Fatalf("published %+v\nchecked   %+v", published.PolicyConfig, compiled.PolicyConfig)
+			}
+		})
 	}
 }

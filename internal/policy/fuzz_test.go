@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -14,21 +15,23 @@ import (
 
 // FuzzCompile drives policy validation (what the webhook and the controller share) with
 // hostile key templates, limits and algorithms: it never panics, every refusal names a field,
-// and whatever it accepts keeps every key of a call on one slot for any identity, with a TTL
-// no shorter than the algorithm's horizon.
+// and whatever it accepts keeps every key of a call on one slot for any identity (the empty
+// Shared one included), with a TTL no shorter than the algorithm's horizon, and is published
+// exactly: the snapshot entry compiles back to the same policy.
 func FuzzCompile(f *testing.F) {
 	f.Add("TokenBucket", "{rl:${namespace}/${policy}:${identity}}:${limit}", "", int64(10), int64(1000), int64(0), int64(2), "a-b")
 	f.Add("SlidingWindow", "{rl:${identity}}:${limit}:${slot}", "{rl:${identity}}:idem:${requestId}", int64(5), int64(60000), int64(0), int64(0), "{x}")
 	f.Add("GCRA", "rl:${identity}:${limit}", "", int64(1), int64(1), int64(3), int64(1), "\x00")
 	f.Add("FixedWindow", "{}${identity}", "{${requestId}}", int64(0), int64(-5), int64(-1), int64(0), "")
-	f.Fuzz(func(t *testing.T, alg, state, idem string, requests, periodMs, burst, limits int64, identity string) {
+	f.Add("TokenBucket", "{${identity}}:${limit}", "", int64(10), int64(1900), int64(0), int64(1), "")
+	f.Fuzz(func(t *testing.T, alg, state, idem string, requests, periodUs, burst, limits int64, identity string) {
 		p := base()
 		p.Spec.Algorithm = v1alpha1.Algorithm(alg)
 		p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: state, Idempotency: idem}
 		p.Spec.Limits = nil
 		for i := range limits%4 + 1 {
 			l := v1alpha1.Limit{Name: string(rune('a' + i)), Requests: requests + i,
-				Period: metav1.Duration{Duration: time.Duration(periodMs*(i+1)) * time.Millisecond}}
+				Period: metav1.Duration{Duration: time.Duration(periodUs*(i+1)) * time.Microsecond}}
 			if burst != 0 {
 				l.Burst = ptr(burst)
 			}
@@ -47,14 +50,21 @@ func FuzzCompile(f *testing.F) {
 		if compiled == nil {
 			return
 		}
-		keys := compiled.Keys(identity, identity)
-		for _, k := range keys[1:] {
-			if keylayout.Slot(k) != keylayout.Slot(keys[0]) {
-				t.Fatalf("accepted %q/%q: keys %q and %q of one call are on different slots", state, idem, keys[0], k)
+		for _, id := range []string{identity, ""} {
+			keys := compiled.Keys(id, "req")
+			for _, k := range keys[1:] {
+				if keylayout.Slot(k) != keylayout.Slot(keys[0]) {
+					t.Fatalf("accepted %q/%q: keys %q and %q of one call are on different slots", state, idem, keys[0], k)
+				}
 			}
 		}
 		if h := limiter.Horizon(compiled.Algorithm, compiled.Limits); compiled.TTL < h {
 			t.Fatalf("accepted a TTL %s below the horizon %s", compiled.TTL, h)
+		}
+		entry := policy.Snapshot(p, compiled)
+		published, err := entry.Compile(p.Namespace)
+		if err != nil || !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
+			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.PolicyConfig, published, err)
 		}
 	})
 }

@@ -129,6 +129,8 @@ var invalidCases = []invalidCase{
 		"spec.keyLayout.state", "may not be more than 512"},
 	{"ttl not a duration", setTo("spec.keyLayout.ttl", "forever"),
 		"spec.keyLayout.ttl", "should match"},
+	{"ttl of zero", setTo("spec.keyLayout", map[string]any{"ttl": "0s"}),
+		"spec.keyLayout.ttl", "ttl must be at least 1ms"},
 	{"envoy match without domain", setTo("spec.match.envoy", map[string]any{"descriptors": []any{}}),
 		"spec.match.envoy.domain", "Required value"},
 }

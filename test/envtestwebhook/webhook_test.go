@@ -2,15 +2,19 @@ package envtestwebhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -74,6 +78,13 @@ func TestCreateRejectedWithWebhookMessage(t *testing.T) {
 		{"empty hash tag", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{}:rl:${identity}:${limit}"}
 		}, "spec.keyLayout.state", []string{"empty hash tag {}"}},
+		{"period with a fraction of a millisecond", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.Limits[0].Period.Duration = 1900 * time.Microsecond
+			p.Spec.Limits[0].Burst = nil
+		}, "spec.limits[0].period", []string{"1.9ms is not a whole number of milliseconds"}},
+		{"hash tag that is empty for the Shared caller", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{${identity}}:${limit}"}
+		}, "spec.keyLayout.state", []string{"expands to the empty tag {}"}},
 		{"GCRA faster than one request per microsecond", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
 			p.Spec.Limits[0].Requests, p.Spec.Limits[0].Period.Duration, p.Spec.Limits[0].Burst = 2000, time.Millisecond, nil
@@ -343,4 +354,67 @@ func TestSamplesAcceptedThroughWebhook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUndecodableDurationNamesField: a duration Go cannot parse (`1y`) is refused on its
+// field, by the first webhook that sees it (the mutating one, which runs before the schema),
+// instead of a decoding error that names no field.
+func TestUndecodableDurationNamesField(t *testing.T) {
+	e := kube(t)
+	ns := kubetest.NewNamespace(t, e, "wh-")
+	c, _ := newClient(t, e)
+	for path, value := range map[string]any{
+		"spec.limits[0].period": "1y",
+		"spec.keyLayout.ttl":    "forever-ish",
+		"spec.idempotency.ttl":  float64(60),
+	} {
+		t.Run(path, func(t *testing.T) {
+			p := basePolicy(ns, "bad-duration")
+			p.Spec.Idempotency = &policyv1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
+			u := toUnstructured(t, p)
+			spec := u.Object["spec"].(map[string]any)
+			switch path {
+			case "spec.limits[0].period":
+				spec["limits"].([]any)[0].(map[string]any)["period"] = value
+			case "spec.keyLayout.ttl":
+				spec["keyLayout"] = map[string]any{"ttl": value}
+			default:
+				spec["idempotency"].(map[string]any)["ttl"] = value
+			}
+			err := c.Create(context.Background(), u)
+			assertFieldCause(t, err, path, "duration")
+			assertNotFound(t, c, ns, p.Name)
+		})
+	}
+}
+
+// toUnstructured converts a typed policy for edits the typed form cannot hold.
+func toUnstructured(t *testing.T, p *policyv1alpha1.RateLimitPolicy) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(policyv1alpha1.GroupVersion.String())
+	u.SetKind("RateLimitPolicy")
+	return u
+}
+
+// assertFieldCause checks that err is Invalid with a cause on field whose message holds frag,
+// whichever admission step refused it.
+func assertFieldCause(t *testing.T, err error, field, frag string) {
+	t.Helper()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error on %s, got %v", field, err)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			if c.Field == field && strings.Contains(c.Message, frag) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no cause on %q containing %q; got %v", field, frag, err)
 }

@@ -6,6 +6,7 @@ package v1alpha1
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -15,12 +16,36 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 )
 
-// SetupRateLimitPolicyWebhookWithManager registers the defaulting and validating webhooks.
+// Paths the webhooks are served on, as the kubebuilder markers below declare them.
+const (
+	// MutatePath serves the defaulting webhook.
+	MutatePath = "/mutate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy"
+	// ValidatePath serves the validating webhook.
+	ValidatePath = "/validate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy"
+)
+
+// SetupRateLimitPolicyWebhookWithManager registers the defaulting and validating webhooks,
+// each behind a guard that names the field of a duration it cannot decode.
 func SetupRateLimitPolicyWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &policyv1alpha1.RateLimitPolicy{}). //nolint:wrapcheck // setup error is reported as is.
-											WithDefaulter(&Defaulter{}).
-											WithValidator(&Validator{}).
-											Complete()
+	srv := mgr.GetWebhookServer()
+	for path, wh := range map[string]*admission.Webhook{
+		MutatePath:   admission.WithDefaulter(mgr.GetScheme(), &Defaulter{}),
+		ValidatePath: admission.WithValidator(mgr.GetScheme(), &Validator{}),
+	} {
+		wh.Handler = durationGuard{next: wh.Handler}
+		wh.LogConstructor = logConstructor
+		srv.Register(path, wh)
+	}
+	return nil
+}
+
+// logConstructor names the policy and the user of each admission request in its log lines.
+func logConstructor(base logr.Logger, req *admission.Request) logr.Logger {
+	log := base.WithValues("webhookKind", "RateLimitPolicy")
+	if req != nil {
+		log = log.WithValues("namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username, "requestID", req.UID)
+	}
+	return log
 }
 
 // +kubebuilder:webhook:path=/mutate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy,mutating=true,failurePolicy=fail,sideEffects=None,groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=create;update,versions=v1alpha1,name=mratelimitpolicy-v1alpha1.ratelimit.dev,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent
