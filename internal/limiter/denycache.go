@@ -73,5 +73,9 @@ func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now 
 	if d.RetryAfter <= 0 {
 		return
 	}
+	// A denial is never answered locally for longer than the policy's horizon, whatever the
+	// reply said: the scripts keep their replies within it, and this keeps a reply that is
+	// not (older scripts during an upgrade) from locking a caller out for longer.
+	d.RetryAfter = min(d.RetryAfter, p.horizon)
 	c.entries.Add(denyKey{p, identity}, denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})
 }

@@ -80,6 +80,8 @@ type Policy struct {
 	commonArgs []any
 	slots      []string
 	local      *localCap
+	// horizon is Horizon of the policy: no reply of its scripts reaches further.
+	horizon time.Duration
 }
 
 // MaxLimits is the most limits one policy may have.
@@ -112,6 +114,7 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
 	p.limitArg, p.slots = limitArgs(c.Algorithm, c.Limits), slotValues(s.KeysPerLimit)
 	p.commonArgs = p.buildArgs(1, false)
+	p.horizon = Horizon(c.Algorithm, c.Limits)
 	return p, nil
 }
 

@@ -387,3 +387,22 @@ func TestDenyCacheExpiryLetsOneThrough(t *testing.T) {
 		t.Fatal("an admission must forget the denial")
 	}
 }
+
+// TestDenyCacheNeverOutlastsTheHorizon: a denial whose retry-after reaches past the policy's
+// horizon (a reply of an older script, after an edit raised a window's period) is answered
+// locally for at most the horizon, so deleting the key frees the caller within it.
+func TestDenyCacheNeverOutlastsTheHorizon(t *testing.T) {
+	c, err := newDenyCache(10, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPolicy(t, FixedWindow, FailOpen, perHour("hourly", 3))
+	t0 := time.Unix(1000, 0)
+	c.put(p, "alice", 1, Decision{RetryAfter: 2_000_000 * time.Hour, DeniedBy: "hourly"}, t0)
+	if d, ok := c.get(p, "alice", 1, t0.Add(time.Minute)); !ok || d.RetryAfter > time.Hour {
+		t.Fatalf("a minute later: %+v %v, want the cached denial with retry-after at most 1h", d, ok)
+	}
+	if _, ok := c.get(p, "alice", 1, t0.Add(time.Hour)); ok {
+		t.Fatal("after the policy's horizon (1h) the caller must be asked about in Redis again")
+	}
+}

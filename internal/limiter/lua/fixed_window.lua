@@ -3,7 +3,10 @@
 -- KEYS[1..n]   one state key per limit, all under one hash tag. Value: struct '<dd'
 --              (window number = floor(now / period), count in that window). The window
 --              number is stored, not inferred from expiry, so a late expiry never merges
---              two windows.
+--              two windows. A stored window at or after the current one (a clock that
+--              moved backwards, a period raised by an edit) counts in the current window,
+--              so no reply reaches past the current window, and remaining is never below 0
+--              (a count above a lowered requests leaves 0).
 --              A value that is not 16 bytes (or a key of another type) counts as
 --              fresh state and is overwritten on the next admitted write.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
@@ -34,9 +37,12 @@ local win = (now - now % period) / period
 local count = 0
 if v and #v == 16 then
   local w, c = struct.unpack('<dd', v)
-  -- A clock that moved backwards keeps counting in the newest window seen.
-  if w >= win then
-    win, count = w, c
+  -- A window at or after the current one counts in the current one: a clock that moved
+  -- backwards, or a period raised by an edit (floor(now / old period) is then far above
+  -- floor(now / new period)). Nothing counted is forgotten, nothing waits past this window.
+  -- The count must be a whole number below 2^53 (false for NaN): anything else is not ours.
+  if w >= win and c >= 1 and c < 9007199254740992 then
+    count = c - c % 1
   end
 end
 local reset = (win + 1) * period - now
@@ -49,10 +55,15 @@ if cost <= requests and count + cost <= requests then
   end
   return {5 + 64 * r, 0, reset}
 end
-if cost > requests then
-  return {4 + 64 * (requests - count), -1, reset}
+-- More counted than requests allows (an edit lowered it) leaves nothing, not less.
+local r = requests - count
+if r < 0 then
+  r = 0
 end
-return {4 + 64 * (requests - count), reset, reset}
+if cost > requests then
+  return {4 + 64 * r, -1, reset}
+end
+return {4 + 64 * r, reset, reset}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
 -- period.
 local requests, period = a, b
@@ -61,16 +72,16 @@ local count = 0
 local v = vals[i]
 if v and #v == 16 then
   local w, c = struct.unpack('<dd', v)
-  -- A clock that moved backwards keeps counting in the newest window seen.
-  if w >= win then
-    win, count = w, c
+  -- As in the single-limit path: a window at or after this one counts in this one.
+  if w >= win and c >= 1 and c < 9007199254740992 then
+    count = c - c % 1
   end
 end
 reset = (win + 1) * period - now
 if cost > requests then
-  ok, r, retry = false, requests - count, -1
+  ok, r, retry = false, math.max(0, requests - count), -1
 elseif count + cost > requests then
-  ok, r, retry = false, requests - count, reset
+  ok, r, retry = false, math.max(0, requests - count), reset
 else
   ok, r, retry = true, requests - count - cost, 0
   vals[i] = struct.pack('<dd', win, count + cost)

@@ -10,7 +10,8 @@
 --
 -- KEYS[1..n]   one state key per limit, all under one hash tag. A value that is not an
 --              integer (or a key of another type) counts as idle and is overwritten on the
---              next admitted write.
+--              next admitted write; a TAT beyond now + burst * T (an edit lowered the
+--              limit, a clock moved backwards) counts as now + burst * T.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: cells this request takes (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
@@ -33,11 +34,15 @@ local now = t[1] * 1000000 + t[2]
 local tat = tonumber(redis.call('MGET', KEYS[1])[1]) or now
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local T, burst = ARGV[4] + 0, ARGV[5] + 0
-if tat < now then
-  tat = now
+local tau = burst * T
+if not (tat >= now) then
+  tat = now -- idle, a clock that moved backwards, or not a number
+elseif tat > now + tau then
+  -- Further off than the burst tolerance (an edit lowered burst * T, or the clock moved
+  -- backwards): no cell left, and no reply reaches past now + tau.
+  tat = now + tau
 end
 local new_tat = tat + cost * T
-local tau = burst * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and new_tat - now <= tau then
@@ -67,8 +72,10 @@ return {4 + 64 * r, retry, (rs + (-rs) % 1000) / 1000}
 local T, burst = a, b
 local tau = burst * T
 local tat = tonumber(vals[i]) or now
-if tat < now then
+if not (tat >= now) then
   tat = now
+elseif tat > now + tau then
+  tat = now + tau -- as in the single-limit path
 end
 local new_tat = tat + cost * T
 local left = math.max(0, math.floor((now + tau - tat) / T))

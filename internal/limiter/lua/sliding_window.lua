@@ -5,8 +5,9 @@
 -- KEYS[1..n]   one state key per limit, all under one hash tag. Value: struct '<ddd'
 --              (window number = floor(now / period), count of the window before it, count
 --              in it): both windows the estimate needs in one key, so one read and one
---              write per limit. A clock that moved backwards keeps counting in the newest
---              window seen, the previous one weighing fully.
+--              write per limit. A stored window after the current one (a clock that moved
+--              backwards, a period raised by an edit) counts wholly in the current window,
+--              so no reply reaches past two windows of the current period.
 --              A value that is not 24 bytes (or a key of another type) counts as
 --              fresh state and is overwritten on the next admitted write.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
@@ -38,13 +39,18 @@ local bucket = (now - elapsed) / period
 local prev, curr = 0, 0
 if v and #v == 24 then
   local w, p, c = struct.unpack('<ddd', v)
-  if w == bucket then
-    prev, curr = p, c
-  elseif w == bucket - 1 then
-    prev = c
-  elseif w > bucket then
-    -- A clock that moved backwards keeps counting in the newest window seen.
-    bucket, elapsed, prev, curr = w, 0, p, c
+  -- Counts must be at least 0 and below 2^53 (false for NaN): anything else is not ours.
+  if p >= 0 and c >= 0 and p + c < 9007199254740992 then
+    if w == bucket then
+      prev, curr = p, c
+    elseif w == bucket - 1 then
+      prev = c
+    elseif w > bucket then
+      -- A window after the current one (a clock that moved backwards, or a period raised
+      -- by an edit) counts wholly in the current window: nothing is forgotten, and nothing
+      -- waits past two windows of the current period.
+      curr = p + c
+    end
   end
 end
 local weight = prev * (period - elapsed) / period + curr
@@ -85,13 +91,15 @@ local prev, curr = 0, 0
 local v = vals[i]
 if v and #v == 24 then
   local w, p, c = struct.unpack('<ddd', v)
-  if w == bucket then
-    prev, curr = p, c
-  elseif w == bucket - 1 then
-    prev = c
-  elseif w > bucket then
-    -- A clock that moved backwards keeps counting in the newest window seen.
-    bucket, elapsed, prev, curr = w, 0, p, c
+  -- As in the single-limit path.
+  if p >= 0 and c >= 0 and p + c < 9007199254740992 then
+    if w == bucket then
+      prev, curr = p, c
+    elseif w == bucket - 1 then
+      prev = c
+    elseif w > bucket then
+      curr = p + c
+    end
   end
 end
 local weight = prev * (period - elapsed) / period + curr

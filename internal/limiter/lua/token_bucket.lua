@@ -8,7 +8,8 @@
 --
 -- KEYS[1..n]   one state key per limit, all under one hash tag. A value that is not an
 --              integer (or a key of another type) counts as a full bucket and is
---              overwritten on the next admitted write.
+--              overwritten on the next admitted write; a value beyond now + burst * T (an
+--              edit lowered the limit, a clock moved backwards) counts as an empty bucket.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: tokens this request takes from every limit (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
@@ -32,12 +33,16 @@ local now = t[1] * 1000000 + t[2]
 local full = tonumber(redis.call('MGET', KEYS[1])[1]) or now
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local T, burst = ARGV[4] + 0, ARGV[5] + 0
-if full < now then
-  full = now -- idle, or a clock that moved backwards (failover): refill nothing extra
+local cap = burst * T
+if not (full >= now) then
+  full = now -- idle, a clock that moved backwards (failover), or not a number: refill nothing extra
+elseif full > now + cap then
+  -- Further off than this limit's refill time (an edit lowered burst * T, or the clock moved
+  -- backwards): an empty bucket, so no reply reaches past the refill time.
+  full = now + cap
 end
 local used = full - now
 local after = used + cost * T
-local cap = burst * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and after <= cap then
@@ -65,8 +70,10 @@ return {4 + 64 * r, retry, (used + (-used) % 1000) / 1000}
 local T, burst = a, b
 local cap = burst * T
 local full = tonumber(vals[i]) or now
-if full < now then
-  full = now -- idle, or a clock that moved backwards (failover): refill nothing extra
+if not (full >= now) then
+  full = now -- idle, a clock that moved backwards (failover), or not a number: refill nothing extra
+elseif full > now + cap then
+  full = now + cap -- as in the single-limit path: at most an empty bucket
 end
 local used = full - now
 local after = used + cost * T
