@@ -4,12 +4,16 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
 // denyCache remembers denials that Redis said are certain until a known time, so a caller
 // hammering a limit it already exhausted is answered in-process instead of costing a round
 // trip. A denial for cost c also covers any larger cost; a smaller cost asks Redis again.
-// Bounded: the least recently used entries are dropped.
+// Bounded: the least recently used entries are dropped, and each entry holds the identity
+// encoded as in Redis keys (at most keylayout.MaxEncodedLen bytes), never the raw value, so
+// memory is bounded by entries times a constant whatever callers send.
 //
 // When a denial expires, one caller is let through to Redis and the others keep getting the
 // denial for up to grace (the Redis timeout), so a hot identity's expiry costs one round trip,
@@ -20,8 +24,13 @@ type denyCache struct {
 }
 
 type denyKey struct {
-	policy   *Policy
+	policy *Policy
+	// identity is keylayout.EncodeValue of the identity: injective and bounded.
 	identity string
+}
+
+func newDenyKey(p *Policy, identity string) denyKey {
+	return denyKey{p, keylayout.EncodeValue(identity)}
 }
 
 type denyEntry struct {
@@ -40,7 +49,7 @@ func newDenyCache(size int, grace time.Duration) (*denyCache, error) {
 
 // get returns a cached denial still in force for this check.
 func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (Decision, bool) {
-	k := denyKey{p, identity}
+	k := newDenyKey(p, identity)
 	e, ok := c.entries.Get(k)
 	if !ok {
 		return Decision{}, false
@@ -67,7 +76,7 @@ func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (
 // entry on an admission.
 func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now time.Time) {
 	if d.Allowed {
-		c.entries.Remove(denyKey{p, identity})
+		c.entries.Remove(newDenyKey(p, identity))
 		return
 	}
 	if d.RetryAfter <= 0 {
@@ -77,5 +86,5 @@ func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now 
 	// reply said: the scripts keep their replies within it, and this keeps a reply that is
 	// not (older scripts during an upgrade) from locking a caller out for longer.
 	d.RetryAfter = min(d.RetryAfter, p.horizon)
-	c.entries.Add(denyKey{p, identity}, denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})
+	c.entries.Add(newDenyKey(p, identity), denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})
 }

@@ -6,11 +6,14 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
 // localCap is the in-process fallback of a LocalCap policy: a fixed window per identity,
-// at most MaxIdentities of them (least recently used forgotten), so memory stays bounded
-// however many callers arrive while Redis is away.
+// at most MaxIdentities of them (least recently used forgotten), each keyed by the identity
+// encoded as in Redis keys (at most keylayout.MaxEncodedLen bytes), so memory stays bounded
+// by entries times a constant however many callers, and however long their identities.
 type localCap struct {
 	requests int64
 	period   time.Duration
@@ -40,6 +43,7 @@ func newLocalCap(c PolicyConfig) (*localCap, error) {
 
 // take debits cost for identity and reports whether it fits, with the wait when it does not.
 func (c *localCap) take(identity string, cost int64, now time.Time) (bool, int64, time.Duration) {
+	identity = keylayout.EncodeValue(identity)
 	w, ok := c.windows.Get(identity)
 	if !ok {
 		w = &localWindow{start: now}
