@@ -46,8 +46,8 @@ type LocalCap struct {
 }
 
 // Idempotency makes retried requests safe: the first decision for a request id is stored in
-// Redis next to the counters, and a retry with the same id gets that decision again without
-// debiting.
+// Redis next to the counters, bound to the request it was made for, and a retry of that
+// request with the same id gets that decision again without debiting, up to maxReplays times.
 //
 // +kubebuilder:validation:XValidation:rule="duration(self.ttl) >= duration('1s') && duration(self.ttl) <= duration('24h')",message="ttl must be between 1s and 24h",fieldPath=".ttl"
 type Idempotency struct {
@@ -64,6 +64,19 @@ type Idempotency struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	DescriptorKey string `json:"descriptorKey,omitempty"`
+
+	// maxReplays is how many times one request id may get its first decision back within
+	// ttl. A replay must be the same request as the first: same identity and cost and, on
+	// HTTP, the same method, host, path and query (on Envoy RLS the same domain and
+	// descriptor entries; on the check API the same stated fingerprint). Another request
+	// under a seen id, or a replay beyond maxReplays, is checked and debited as a new
+	// request. The upstream still receives every replay and must itself answer a duplicate
+	// without doing its work twice.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplays int32 `json:"maxReplays,omitempty"`
 
 	// ttl is how long a request id is remembered, for example "10m".
 	// +required

@@ -47,7 +47,7 @@ func tryEditPolicy(rng *rand.Rand) *Policy {
 	}
 	p, err := NewPolicy(PolicyConfig{Namespace: "edit", Name: "p", Algorithm: alg, Limits: limits,
 		StateKey: testTemplate, IdempotencyKey: testIdemTemplate, TTL: Horizon(alg, limits) + time.Hour,
-		IdempotencyTTL: time.Hour, FailureMode: FailOpen})
+		IdempotencyTTL: time.Hour, IdempotencyMaxReplays: 3, FailureMode: FailOpen})
 	if err != nil {
 		return nil
 	}

@@ -25,7 +25,7 @@ func newPolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *
 	c := PolicyConfig{Namespace: "test", Name: fmt.Sprintf("%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
 		Algorithm: alg, Limits: limits, StateKey: testTemplate,
 		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
-		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: mode}
+		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, IdempotencyMaxReplays: 10, FailureMode: mode}
 	if mode == LocalCap {
 		c.LocalCap = &LocalCapConfig{Requests: 3, Period: time.Hour, MaxIdentities: 100}
 	}

@@ -64,6 +64,10 @@ type Request struct {
 	Cost int64
 	// RequestID, when set and the policy has idempotency, makes the check idempotent.
 	RequestID string
+	// Fingerprint describes the request for idempotency, e.g. its method, host and path:
+	// a request id replays its first decision only for a request with the same identity,
+	// cost and Fingerprint; another request under a seen id counts as new.
+	Fingerprint string
 }
 
 // Limiter answers checks against Redis (standalone, Cluster or Sentinel through
@@ -130,7 +134,7 @@ func (l *Limiter) PipelineStats() (pipelines, checks uint64) {
 // the policy's failure mode decides and the Decision says so (Source, Err).
 func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	r.Cost = max(r.Cost, 1)
-	idempotent := r.RequestID != "" && p.idem != nil
+	idempotent := p.idempotent(r)
 	now := l.opts.Now()
 	if l.denies != nil && !idempotent {
 		if d, ok := l.denies.get(p, r.Identity, r.Cost, now); ok {
@@ -143,7 +147,7 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 		l.reloadSlots(ctx) // the shard may have failed over since its breaker opened
 		return l.fallback(p, r, ErrCircuitOpen, b)
 	}
-	v, err := l.eval(ctx, p, keys, r, idempotent)
+	v, err := l.eval(ctx, p, keys, r)
 	if err != nil {
 		// Our own timeout or a Redis error counts against Redis; a caller that went away
 		// (its context done) says nothing about Redis.
@@ -167,8 +171,8 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 // eval sends the script call, through the batcher when pipelining is on. Timeout is enforced
 // on the socket when the client honours context deadlines (ContextTimeoutEnabled, as
 // redisconn builds it); otherwise a timer of our own bounds the wait.
-func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request, idempotent bool) (any, error) {
-	args := p.Args(r.Cost, idempotent)
+func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request) (any, error) {
+	args := p.Args(r)
 	if l.batch == nil && l.socketDeadlines {
 		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()

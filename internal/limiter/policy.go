@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"time"
@@ -59,6 +61,10 @@ type PolicyConfig struct {
 	TTL time.Duration
 	// IdempotencyTTL is how long a request id is remembered.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxReplays is how many times a request id may replay its first decision
+	// within IdempotencyTTL; beyond it the id counts as a new request. 0 means
+	// DefaultMaxReplays.
+	IdempotencyMaxReplays int
 	// FailureMode applies while Redis cannot be asked.
 	FailureMode FailureMode
 	// LocalCap is required when FailureMode is LocalCap.
@@ -74,6 +80,7 @@ type Policy struct {
 	idem     *keylayout.Template
 	ttlMS    string
 	idemMS   string
+	replays  string // IdempotencyMaxReplays as ARGV
 	limitArg []any
 	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
 	// read-only by every such call: go-redis copies args into each command.
@@ -112,8 +119,9 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	}
 	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
 	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
+	p.replays = strconv.Itoa(p.IdempotencyMaxReplays)
 	p.limitArg, p.slots = limitArgs(c.Algorithm, c.Limits), slotValues(s.KeysPerLimit)
-	p.commonArgs = p.buildArgs(1, false)
+	p.commonArgs = p.buildArgs(1, "")
 	p.horizon = Horizon(c.Algorithm, c.Limits)
 	return p, nil
 }
@@ -136,8 +144,21 @@ func (p *Policy) parseTemplates() FieldErrors {
 	if p.IdempotencyTTL < time.Millisecond {
 		errs.add("idempotency.ttl", "must be at least 1ms")
 	}
+	if p.IdempotencyMaxReplays == 0 {
+		p.IdempotencyMaxReplays = DefaultMaxReplays
+	}
+	if p.IdempotencyMaxReplays < 1 || p.IdempotencyMaxReplays > MaxReplays {
+		errs.add("idempotency.maxReplays", "must be between 1 and %d, got %d", MaxReplays, p.IdempotencyMaxReplays)
+	}
 	return errs
 }
+
+// Replays of one request id a policy allows: at most MaxReplays, DefaultMaxReplays unless
+// it says otherwise.
+const (
+	MaxReplays        = 1000
+	DefaultMaxReplays = 3
+)
 
 var (
 	stateVars = []string{keylayout.VarNamespace, keylayout.VarPolicy, keylayout.VarIdentity,
@@ -305,24 +326,60 @@ func (p *Policy) Keys(identity, requestID string) []string {
 	return keys
 }
 
-// Args returns ARGV for one check, in the order the script reads it.
-// The slice is shared for the common case (cost 1, not idempotent): do not modify it.
-func (p *Policy) Args(cost int64, idempotent bool) []any {
-	if cost == 1 && !idempotent {
-		return p.commonArgs
+// Args returns ARGV for one check of r, in the order the script reads it: cost, TTL, the
+// idempotency TTL ("0" unless r is idempotent: it has a request id and the policy has
+// idempotency), for an idempotent check the request's fingerprint and the replay bound, then
+// the limits. The slice is shared for the common case (cost 1, not idempotent): do not
+// modify it.
+func (p *Policy) Args(r Request) []any {
+	cost := max(r.Cost, 1)
+	if !p.idempotent(r) {
+		if cost == 1 {
+			return p.commonArgs
+		}
+		return p.buildArgs(cost, "")
 	}
-	return p.buildArgs(cost, idempotent)
+	return p.buildArgs(cost, p.fingerprint(r, cost))
 }
 
-func (p *Policy) buildArgs(cost int64, idempotent bool) []any {
+// idempotent reports whether a check of r uses the policy's idempotency key.
+func (p *Policy) idempotent(r Request) bool { return r.RequestID != "" && p.idem != nil }
+
+// buildArgs is ARGV; fp is the request's fingerprint, empty for a check that is not
+// idempotent.
+func (p *Policy) buildArgs(cost int64, fp string) []any {
 	idem := "0"
-	if idempotent {
+	n := 3 + len(p.limitArg)
+	if fp != "" {
 		idem = p.idemMS
+		n += 2
 	}
-	out := make([]any, 0, 3+len(p.limitArg))
+	out := make([]any, 0, n)
 	out = append(out, strconv.FormatInt(cost, 10), p.ttlMS, idem)
+	if fp != "" {
+		out = append(out, fp, p.replays)
+	}
 	return append(out, p.limitArg...)
 }
+
+// fingerprint is what a request id is bound to: the first 16 bytes of SHA-256 over the
+// policy, the identity, the cost and the front's description of the request
+// (Request.Fingerprint), each length-prefixed so that no two different tuples share one. The
+// policy is part of it because policies of a namespace may share an idempotency key
+// template: a decision of one must never stand in for another's.
+func (p *Policy) fingerprint(r Request, cost int64) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range []string{p.Namespace, p.Name, r.Identity, strconv.FormatInt(cost, 10), r.Fingerprint} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	return string(h.Sum(nil)[:fingerprintBytes])
+}
+
+// fingerprintBytes is the size of a fingerprint as stored in the idempotency key.
+const fingerprintBytes = 16
 
 // WithoutRedis decides r by the policy's failure mode, as a Limiter does while Redis cannot
 // be asked, for a caller that has no Limiter yet (a sidecar waiting to learn where Redis is).

@@ -203,7 +203,7 @@ func (f *fakeClockRunner) setNow(t *testing.T, now int64) {
 func (f *fakeClockRunner) check(t *testing.T, p *Policy, identity, requestID string, cost int64) (any, Decision) {
 	t.Helper()
 	keys := p.Keys(identity, requestID)
-	v, err := f.rdb.Eval(context.Background(), f.src, keys, p.Args(cost, requestID != "")...).Result()
+	v, err := f.rdb.Eval(context.Background(), f.src, keys, p.Args(Request{Identity: identity, Cost: cost, RequestID: requestID})...).Result()
 	if err != nil {
 		t.Fatalf("%s: EVAL: %v", p.Algorithm, err)
 	}
@@ -219,7 +219,7 @@ func modelPolicy(t *testing.T, alg Algorithm, limits ...Limit) *Policy {
 	policySeq++
 	p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: fmt.Sprintf("model-%s-%d", alg, policySeq),
 		Algorithm: alg, Limits: limits, StateKey: testTemplate, IdempotencyKey: testIdemTemplate,
-		TTL: Horizon(alg, limits) + time.Hour, IdempotencyTTL: time.Hour, FailureMode: FailOpen})
+		TTL: Horizon(alg, limits) + time.Hour, IdempotencyTTL: time.Hour, IdempotencyMaxReplays: 3, FailureMode: FailOpen})
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
 	}
@@ -400,7 +400,7 @@ func TestSingleLimitAdmissionIsOneInteger(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range algorithms {
 		p := newPolicy(t, alg, FailOpen, perHour("hourly", 1))
-		keys, args := p.Keys("a", ""), p.Args(1, false)
+		keys, args := p.Keys("a", ""), p.Args(Request{Identity: "a", Cost: 1})
 		v, err := p.Script().script.Run(ctx, rdb, keys, args...).Result()
 		if _, ok := v.(int64); err != nil || !ok {
 			t.Errorf("%s: admission replied %T %v (%v), want one integer", alg, v, v, err)

@@ -105,7 +105,7 @@ func TestIdleIdentitiesVanish(t *testing.T) {
 		p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: "idle-" + string(alg), Algorithm: alg,
 			Limits:   []Limit{{Name: "w", Requests: 5, Period: 100 * time.Millisecond}},
 			StateKey: testTemplate, IdempotencyKey: testIdemTemplate,
-			TTL: ttl, IdempotencyTTL: 200 * time.Millisecond, FailureMode: FailOpen})
+			TTL: ttl, IdempotencyTTL: 200 * time.Millisecond, IdempotencyMaxReplays: 3, FailureMode: FailOpen})
 		if err != nil {
 			t.Fatalf("NewPolicy: %v", err)
 		}

@@ -37,6 +37,10 @@ func Config(p *v1alpha1.RateLimitPolicy) limiter.PolicyConfig {
 	}
 	if s.Idempotency != nil {
 		c.IdempotencyTTL = s.Idempotency.TTL.Duration
+		c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
+		if n := s.Idempotency.MaxReplays; n != 0 { // 0: stored before the field existed
+			c.IdempotencyMaxReplays = int(n)
+		}
 	}
 	if lc := s.LocalCap; lc != nil {
 		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: lc.Period.Duration,

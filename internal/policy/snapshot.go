@@ -29,7 +29,8 @@ func Snapshot(p *v1alpha1.RateLimitPolicy, compiled *limiter.Policy) snapshot.Po
 	}
 	if s.Idempotency != nil {
 		out.Idempotency = &snapshot.Idempotency{Header: s.Idempotency.Header,
-			DescriptorKey: s.Idempotency.DescriptorKey, TTLMs: c.IdempotencyTTL.Milliseconds()}
+			DescriptorKey: s.Idempotency.DescriptorKey, TTLMs: c.IdempotencyTTL.Milliseconds(),
+			MaxReplays: int32(c.IdempotencyMaxReplays)} //nolint:gosec // bounded by NewPolicy (<= 1000)
 	}
 	if lc := c.LocalCap; lc != nil {
 		out.LocalCap = &snapshot.LocalCap{Requests: lc.Requests, PeriodMs: lc.Period.Milliseconds(),

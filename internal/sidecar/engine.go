@@ -58,6 +58,10 @@ type Check struct {
 	Cost int64
 	// RequestID makes the check idempotent when the policy has idempotency.
 	RequestID string
+	// Fingerprint describes the request a RequestID stands for (method, host, path and
+	// query on HTTP; domain and descriptor entries on Envoy): a seen id replays only for
+	// the same request.
+	Fingerprint string
 }
 
 // Outcome is a policy's answer to one request.
@@ -112,7 +116,7 @@ func (g *Engine) decide(ctx context.Context, e *Entry, c Check) Outcome {
 		}
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
-	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID}
+	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
 	if lim := g.limiter(); lim != nil {
 		o.Decision = lim.Check(ctx, e.Policy, req)
 	} else {

@@ -127,7 +127,7 @@ func planRequest(set *Set, req *rlsv3.RateLimitRequest) ([]descriptorPlan, error
 		hits := hitsAddend(req, d)
 		p.checks = make([]Check, len(p.policies))
 		for j, e := range p.policies {
-			c, err := descriptorCheck(e, p.entries, hits)
+			c, err := descriptorCheck(e, req.GetDomain(), p.entries, hits)
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d, policy %s: %v", i, e.Name(), err)
 			}
@@ -157,13 +157,28 @@ func hitsAddend(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor)
 }
 
 // descriptorCheck is the check of one descriptor against policy e.
-func descriptorCheck(e *Entry, entries []DescriptorEntry, hits int64) (Check, error) {
+func descriptorCheck(e *Entry, domain string, entries []DescriptorEntry, hits int64) (Check, error) {
 	cost, err := e.StatedCost(hits)
 	if err != nil {
 		return Check{}, err
 	}
 	id, ok := e.DescriptorIdentity(entries)
-	return Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: e.DescriptorRequestID(entries)}, nil
+	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: e.DescriptorRequestID(entries)}
+	if c.RequestID != "" {
+		c.Fingerprint = descriptorFingerprint(domain, entries)
+	}
+	return c, nil
+}
+
+// descriptorFingerprint describes an Envoy request for idempotency: its domain and every
+// entry of the descriptor, each length-prefixed.
+func descriptorFingerprint(domain string, entries []DescriptorEntry) string {
+	parts := make([]string, 0, 1+2*len(entries))
+	parts = append(parts, domain)
+	for _, e := range entries {
+		parts = append(parts, e.Key, e.Value)
+	}
+	return Fingerprint(parts...)
 }
 
 // decide checks one descriptor against its policies; none matched is no outcome.

@@ -25,6 +25,10 @@ type CheckRequest struct {
 	Cost int64 `json:"cost,omitempty"`
 	// RequestID makes the check idempotent when the policy has idempotency.
 	RequestID string `json:"requestId,omitempty"`
+	// Fingerprint describes the request RequestID stands for, for example its method and
+	// path: a seen request id replays its first decision only for the same policy,
+	// identity, cost and fingerprint, and counts as a new request otherwise.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // CheckResponse is the answer: HTTP 200 when allowed, 429 when denied.
@@ -93,7 +97,7 @@ func (h *CheckHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := h.Engine.Decide(r.Context(), FrontCheck, e, Check{Identity: req.Identity, HasIdentity: req.Identity != "",
-		Cost: cost, RequestID: req.RequestID})
+		Cost: cost, RequestID: req.RequestID, Fingerprint: req.Fingerprint})
 	outs := []Outcome{o}
 	SetHeaders(w.Header(), RateLimitHeaders(outs))
 	status = http.StatusOK

@@ -77,7 +77,11 @@ func httpChecks(entries []*Entry, r *http.Request) (map[*Entry]Check, error) {
 			return nil, fmt.Errorf("policy %s: %w", e.Name(), err)
 		}
 		id, ok := e.HTTPIdentity(r.Header, r.RemoteAddr)
-		checks[e] = Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: e.HTTPRequestID(r.Header)}
+		c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: e.HTTPRequestID(r.Header)}
+		if c.RequestID != "" {
+			c.Fingerprint = HTTPFingerprint(r.Method, r.Host, r.URL.EscapedPath(), r.URL.RawQuery)
+		}
+		checks[e] = c
 	}
 	return checks, nil
 }

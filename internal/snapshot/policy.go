@@ -73,6 +73,9 @@ type Idempotency struct {
 	DescriptorKey string `json:"descriptorKey,omitempty"`
 	// TTLMs is how long an id is remembered.
 	TTLMs int64 `json:"ttlMs"`
+	// MaxReplays is how many times an id may replay its first decision; 0 (a snapshot
+	// written before the field) means limiter.DefaultMaxReplays.
+	MaxReplays int32 `json:"maxReplays,omitempty"`
 }
 
 // LocalCap is the per-sidecar cap while Redis is away.
@@ -97,6 +100,10 @@ func (p *Policy) Config(namespace string) limiter.PolicyConfig {
 	}
 	if p.Idempotency != nil {
 		c.IdempotencyTTL = ms(p.Idempotency.TTLMs)
+		c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
+		if n := p.Idempotency.MaxReplays; n != 0 {
+			c.IdempotencyMaxReplays = int(n)
+		}
 	}
 	if lc := p.LocalCap; lc != nil {
 		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}

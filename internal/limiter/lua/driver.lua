@@ -17,19 +17,30 @@ end
 
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 local idem = ARGV[3] ~= '0'
-local n = (#ARGV - 3) / 2
+-- An idempotent call has two more arguments before the limits: the request's fingerprint
+-- and the replay bound.
+local off = idem and 2 or 0
+local n = (#ARGV - 3 - off) / 2
 local nstate = n * KEYS_PER_LIMIT
 
 -- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
 -- those). MGET also reads a key of another type as nil instead of failing.
 local vals = redis.call('MGET', unpack(KEYS))
 
--- A request id seen before gets its first (admitting) decision back and debits nothing.
+-- A request id seen before with the same request (fingerprint) gets its first, admitting
+-- decision back and debits nothing, at most ARGV[5] times; the record is
+-- struct '<ddd' (code, reset_after_ms, replays so far) followed by the fingerprint. Another
+-- request under the id, or one replay too many, is checked as a new request below, and the
+-- record stays as it is (SET NX).
+local fp = ARGV[4]
 if idem then
   local seen = vals[nstate + 1]
-  if seen and #seen == 24 then
-    local code, retry, rst = struct.unpack('<ddd', seen)
-    return {code + 2, retry, rst}
+  if seen and #seen == 24 + #fp and string.sub(seen, 25) == fp then
+    local code, rst, replays = struct.unpack('<ddd', seen)
+    if replays < tonumber(ARGV[5]) then
+      redis.call('SET', KEYS[nstate + 1], struct.pack('<ddd', code, rst, replays + 1) .. fp, 'KEEPTTL')
+      return {code + 2, 0, rst}
+    end
   end
 end
 
@@ -39,7 +50,7 @@ local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
 local rem, rst = -1, 0
 for i = 1, n do
-  local a, b = ARGV[2 + 2 * i] + 0, ARGV[3 + 2 * i] + 0
+  local a, b = ARGV[off + 2 + 2 * i] + 0, ARGV[off + 3 + 2 * i] + 0
   -- The body sets these; on admission it also puts the new state into vals (and false for a
   -- key it leaves alone).
   local ok, r, retry, reset
@@ -76,7 +87,7 @@ for k = 1, nstate do
 end
 code = code + 1
 if idem then
-  redis.call('SET', KEYS[nstate + 1], struct.pack('<ddd', code, 0, rst), 'PX', ARGV[3], 'NX')
+  redis.call('SET', KEYS[nstate + 1], struct.pack('<ddd', code, rst, 0) .. fp, 'PX', ARGV[3], 'NX')
 end
 -- An admission whose figures fit answers with one integer, code + 2^26 * reset_after_ms
 -- (< 2^53, exact in a double): no table to build and convert.

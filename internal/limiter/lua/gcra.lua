@@ -16,6 +16,10 @@
 -- ARGV[1]      cost: cells this request takes (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
 -- ARGV[3]      idempotency ttl in ms; "0" = no idempotency key.
+-- ARGV[4], ARGV[5]  only when ARGV[3] ~= "0": the request's fingerprint (16 bytes) and the
+--              most times its id may replay the first decision; the limits follow, from
+--              ARGV[2i+4]. A replay needs the same fingerprint; another request under a
+--              seen id, or one replay beyond the bound, is checked as a new request.
 -- ARGV[2i+2], ARGV[2i+3]  limit i: T (µs, >= 1), burst.
 -- Reply        code = allowed(1) + 2*replayed + 4*limit index + 64*remaining (tightest
 --              limit when allowed, denying limit when denied); retry_after -1 means never

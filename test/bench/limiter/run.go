@@ -190,7 +190,7 @@ func ceilingSpec(c config, r *row) benchredis.BenchmarkSpec {
 		return spec
 	}
 	spec.Source, spec.Keys = r.policy.Script().Source, r.policy.Keys("user-__rand_int__", "")
-	for _, a := range r.policy.Args(1, false) {
+	for _, a := range r.policy.Args(limiter.Request{Cost: 1}) {
 		spec.Args = append(spec.Args, fmt.Sprint(a))
 	}
 	return spec

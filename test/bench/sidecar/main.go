@@ -277,7 +277,7 @@ func measureHot(ctx context.Context, c config, rdb *redis.Client, store *sidecar
 // with the keys and arguments one check of p sends.
 func ceiling(ctx context.Context, rdb *redis.Client, port int, c config, p *limiter.Policy) (benchredis.Ceiling, error) {
 	var args []string
-	for _, a := range p.Args(1, false) {
+	for _, a := range p.Args(limiter.Request{Cost: 1}) {
 		args = append(args, fmt.Sprint(a))
 	}
 	return benchredis.Benchmark(ctx, rdb, port, benchredis.BenchmarkSpec{Source: p.Script().Source,
