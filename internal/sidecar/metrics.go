@@ -20,6 +20,7 @@ type Metrics struct {
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
 	policies      prometheus.Gauge
+	refused       prometheus.Gauge
 	// pipelined is the engine whose limiter's pipelines are exported (CountPipelines).
 	pipelined atomic.Pointer[Engine]
 }
@@ -49,9 +50,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unix time of the last good snapshot load."}),
 		policies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_policies",
 			Help: "Policies in the snapshot in force."}),
+		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_policies_refused",
+			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
 	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits,
-		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies,
+		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
 			m.pipelineStat(func(pipelines, _ uint64) uint64 { return pipelines })),
@@ -108,6 +111,7 @@ func (m *Metrics) snapshotLoaded(s *Set) {
 	m.snapshotLoads.WithLabelValues("loaded").Inc()
 	m.snapshotTime.SetToCurrentTime()
 	m.policies.Set(float64(len(s.Entries)))
+	m.refused.Set(float64(s.refused))
 }
 
 func (m *Metrics) snapshotRefused() {

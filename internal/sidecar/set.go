@@ -22,25 +22,43 @@ type Set struct {
 	byName  map[string]*Entry
 	http    []*Entry
 	domains map[string][]*Entry
+	// refused is how many of the snapshot's policies did not compile.
+	refused int
 }
 
-// NewSet compiles a parsed snapshot. Entries of prev whose published form is unchanged are
-// reused, so their in-process state (the LocalCap counters) survives the reload.
-func NewSet(s *snapshot.Snapshot, prev *Set) (*Set, error) {
-	set := emptySet(s.Namespace)
+// NewSet compiles a parsed snapshot, each policy once. Entries of prev whose published form
+// is unchanged are reused, so their in-process state (the LocalCap counters) survives the
+// reload. A policy that does not compile (a newer controller's feature, a hand-edited
+// document) is refused on its own: prev's entry of that name, if any, stays in force, and
+// the other policies load. Refused lists every refusal, naming the policy.
+func NewSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
+	set = emptySet(s.Namespace)
 	set.Version, set.Redis = s.Version, s.Redis
 	for _, p := range s.Policies {
 		e, err := reuseOrCompile(s.Namespace, p, prev)
 		if err != nil {
-			return nil, err
+			refused = append(refused, err)
+			if e = prev.sameNamespace(s.Namespace).Policy(p.Name); e == nil {
+				continue
+			}
 		}
 		if _, dup := set.byName[p.Name]; dup {
-			return nil, fmt.Errorf("policy %q appears twice", p.Name)
+			refused = append(refused, fmt.Errorf("policy %q appears twice", p.Name))
+			continue
 		}
 		set.add(e)
 	}
+	set.refused = len(refused)
 	set.sort()
-	return set, nil
+	return set, refused
+}
+
+// sameNamespace is s when it holds namespace's policies, else nil.
+func (s *Set) sameNamespace(namespace string) *Set {
+	if s == nil || s.Namespace != namespace {
+		return nil
+	}
+	return s
 }
 
 // emptySet is a Set of namespace without policies.
@@ -80,8 +98,17 @@ func (s *Set) sort() {
 	}
 }
 
-// Policy returns the named policy, or nil.
-func (s *Set) Policy(name string) *Entry { return s.byName[name] }
+// Policy returns the named policy, or nil (also on a nil Set).
+func (s *Set) Policy(name string) *Entry {
+	if s == nil {
+		return nil
+	}
+	return s.byName[name]
+}
+
+// Refused is how many of the snapshot's policies did not compile: each is enforced as
+// its last good version, or not at all when it never compiled.
+func (s *Set) Refused() int { return s.refused }
 
 // fingerprint is the canonical JSON of a published policy.
 func fingerprint(p snapshot.Policy) string {

@@ -10,8 +10,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
-// Store holds the snapshot in force. Load installs a new one only if it parses, matches the
-// expected namespace and compiles whole; otherwise the last good one stays. Readers never
+// Store holds the snapshot in force. Load installs a new one only if it parses and matches
+// the expected namespace; otherwise the last good one stays. A policy of it that does not
+// compile is refused alone (NewSet). Readers never
 // block: Current is one atomic load, and a request keeps the Set it started with.
 type Store struct {
 	// Namespace, when set, is the only namespace whose snapshot is accepted.
@@ -32,11 +33,15 @@ func (s *Store) Current() *Set { return s.cur.Load() }
 func (s *Store) Load(data []byte, origin string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set, err := s.build(data)
+	set, refused, err := s.build(data)
 	if err != nil {
 		s.Log.Error(err, "snapshot refused; keeping the last good one", "origin", origin, "version", s.version())
 		s.Metrics.snapshotRefused()
 		return err
+	}
+	for _, err := range refused {
+		s.Log.Error(err, "snapshot policy refused; its last good version, if any, stays in force",
+			"origin", origin, "version", set.Version)
 	}
 	prev := s.cur.Swap(set)
 	if prev == nil || prev.Version != set.Version {
@@ -59,22 +64,19 @@ func (s *Store) Clear(origin string) {
 	s.Metrics.snapshotLoaded(set)
 }
 
-func (s *Store) build(data []byte) (*Set, error) {
+func (s *Store) build(data []byte) (*Set, []error, error) {
 	if len(data) > snapshot.MaxBytes {
-		return nil, fmt.Errorf("snapshot is %d bytes, more than the %d a ConfigMap can carry", len(data), snapshot.MaxBytes)
+		return nil, nil, fmt.Errorf("snapshot is %d bytes, more than the %d a ConfigMap can carry", len(data), snapshot.MaxBytes)
 	}
 	parsed, err := snapshot.Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("parse snapshot: %w", err)
+		return nil, nil, fmt.Errorf("parse snapshot: %w", err)
 	}
 	if s.Namespace != "" && parsed.Namespace != s.Namespace {
-		return nil, fmt.Errorf("snapshot is for namespace %q, this sidecar serves %q", parsed.Namespace, s.Namespace)
+		return nil, nil, fmt.Errorf("snapshot is for namespace %q, this sidecar serves %q", parsed.Namespace, s.Namespace)
 	}
-	set, err := NewSet(parsed, s.cur.Load())
-	if err != nil {
-		return nil, fmt.Errorf("compile snapshot: %w", err)
-	}
-	return set, nil
+	set, refused := NewSet(parsed, s.cur.Load())
+	return set, refused, nil
 }
 
 func (s *Store) version() string {

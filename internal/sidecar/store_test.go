@@ -1,6 +1,7 @@
 package sidecar_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 func TestStoreKeepsLastGoodSnapshot(t *testing.T) {
@@ -108,5 +110,61 @@ func TestStoreClearMeansNoPolicy(t *testing.T) {
 	}
 	if err := s.Load(scDoc(t, scPolicy("a", 5)), "test"); err != nil || s.Current().Policy("a") == nil {
 		t.Fatalf("load after clear: %v", err)
+	}
+}
+
+// withBrokenPolicy re-seals doc with policy name's state key made uncompilable, as a newer
+// controller's feature or a hand edit could leave it.
+func withBrokenPolicy(t *testing.T, doc []byte, name string) []byte {
+	t.Helper()
+	var s snapshot.Snapshot
+	if err := json.Unmarshal(doc, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Policies {
+		if s.Policies[i].Name == name {
+			s.Policies[i].StateKey = "{rl:${identity}x}:${limit}"
+		}
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestStoreRefusesOnePolicyNotTheSnapshot: one policy the sidecar cannot compile is refused
+// alone: the others load (a new pod becomes ready and enforces them), and a policy that was
+// good before keeps its last good version. The refusal is counted.
+func TestStoreRefusesOnePolicyNotTheSnapshot(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	fresh := &sidecar.Store{Namespace: scNamespace, Metrics: sidecar.NewMetrics(reg)}
+	doc := withBrokenPolicy(t, scDoc(t, scPolicy("a", 5), scPolicy("b", 5)), "b")
+	if err := fresh.Load(doc, "new pod"); err != nil {
+		t.Fatalf("a snapshot with one bad policy refused whole: %v", err)
+	}
+	if set := fresh.Current(); set.Policy("a") == nil || set.Policy("b") != nil || set.Refused() != 1 {
+		t.Fatalf("new pod: a %v, b %v, refused %d; want a loaded, b refused", set.Policy("a"), set.Policy("b"), set.Refused())
+	}
+	if got := metricValue(t, reg, "ratelimit_sidecar_snapshot_policies_refused", nil); got != 1 {
+		t.Errorf("ratelimit_sidecar_snapshot_policies_refused = %v, want 1", got)
+	}
+
+	running := &sidecar.Store{Namespace: scNamespace}
+	if err := running.Load(scDoc(t, scPolicy("a", 5), scPolicy("b", 5)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	good := running.Current().Policy("b")
+	edited := withBrokenPolicy(t, scDoc(t, scPolicy("a", 7), scPolicy("b", 9)), "b")
+	if err := running.Load(edited, "edit"); err != nil {
+		t.Fatal(err)
+	}
+	set := running.Current()
+	if set.Policy("a").Spec.Limits[0].Requests != 7 || set.Policy("b") != good {
+		t.Fatalf("after an edit breaking b: a has %d requests (want 7), b is the last good one: %v",
+			set.Policy("a").Spec.Limits[0].Requests, set.Policy("b") == good)
 	}
 }

@@ -94,8 +94,10 @@ func (s *Snapshot) Marshal() ([]byte, error) {
 	return b, nil
 }
 
-// Parse decodes and checks a snapshot: known schema version, version matching the content,
-// every policy compilable. A snapshot that fails is refused whole.
+// Parse decodes and checks a snapshot document: known schema version, a version matching
+// the content, policy names unique. A document that fails is refused whole. Whether each
+// policy compiles is its reader's to check, policy by policy (Policy.Compile), so that one
+// policy no reader can run does not take the others down with it.
 func Parse(data []byte) (*Snapshot, error) {
 	var s Snapshot
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -111,10 +113,12 @@ func Parse(data []byte) (*Snapshot, error) {
 	if want.Version != s.Version {
 		return nil, fmt.Errorf("snapshot version %q does not match its content (%q): truncated or edited", s.Version, want.Version)
 	}
-	for i := range s.Policies {
-		if _, err := s.Policies[i].Compile(s.Namespace); err != nil {
-			return nil, fmt.Errorf("snapshot policy %q: %w", s.Policies[i].Name, err)
+	seen := make(map[string]bool, len(s.Policies))
+	for _, p := range s.Policies {
+		if seen[p.Name] {
+			return nil, fmt.Errorf("snapshot policy %q appears twice", p.Name)
 		}
+		seen[p.Name] = true
 	}
 	return &s, nil
 }
