@@ -1,0 +1,108 @@
+package adversarial
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+)
+
+// Class: an edit corrupting live identities (issue 13, item 3). Raising a window's period
+// from 1s to 1h left every identity's stored window "in the future": 429 with a retry-after
+// of about 2.2 million hours, and remaining -40 after requests was lowered.
+func TestRaisingAPeriodDoesNotLockCallersOut(t *testing.T) {
+	for _, alg := range []v1alpha1.Algorithm{v1alpha1.AlgorithmFixedWindow, v1alpha1.AlgorithmSlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			r := newRig(t, limiter.Options{DenyCacheSize: 100}, newPolicy("api", alg, 50, time.Second))
+			r.count(50, http.MethodGet, "/api", "X-API-Key", "alice")
+			r.load(newPolicy("api", alg, 10, time.Hour))
+			resp := r.checkAPI(t, sidecar.CheckRequest{Policy: "api", Identity: "alice"})
+			if resp.Allowed || resp.Remaining < 0 || resp.RetryAfterMs > 2*3600_000 || resp.ResetAfterMs > 2*3600_000 {
+				t.Fatalf("after the edit to 10/h with 50 used: %+v; want denied, remaining >= 0, retry and reset within the new window", resp)
+			}
+		})
+	}
+}
+
+// Class: rounding that admits more than the limit, and a representation that changes on the
+// way to the sidecars (issue 13, item 4). 700000/s ran at 1000000/s; 10 per 1.9ms was
+// published as 10 per 1ms. Both are refused at admission with the field to fix, and the
+// controller leaves them out of the snapshot.
+func TestUnrepresentableLimitsRefused(t *testing.T) {
+	for name, c := range map[string]struct {
+		alg      v1alpha1.Algorithm
+		requests int64
+		period   time.Duration
+		field    string
+	}{
+		"700000 per second": {v1alpha1.AlgorithmTokenBucket, 700_000, time.Second, "spec.limits[0].requests"},
+		"450000 per second": {v1alpha1.AlgorithmGCRA, 450_000, time.Second, "spec.limits[0].requests"},
+		"10 per 1.9ms":      {v1alpha1.AlgorithmFixedWindow, 10, 1900 * time.Microsecond, "spec.limits[0].period"},
+		"1200 per 1.5ms":    {v1alpha1.AlgorithmTokenBucket, 1200, 1500 * time.Microsecond, "spec.limits[0].period"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPolicy("fast", c.alg, c.requests, c.period)
+			policy.Default(p)
+			if _, errs := policy.Compile(p); !hasField(errs.ToAggregate(), c.field) {
+				t.Fatalf("compiled; want a refusal on %s, got %v", c.field, errs.ToAggregate())
+			}
+		})
+	}
+}
+
+// hasField reports whether err mentions field.
+func hasField(err error, field string) bool { return err != nil && strings.Contains(err.Error(), field) }
+
+// Class: one bad policy turned into an outage (issue 13, items 4 and 5). A snapshot holding
+// one policy a sidecar cannot compile was refused whole: new pods never became ready and
+// every other policy of the namespace stopped following edits.
+func TestOneUncompilablePolicyIsNoOutage(t *testing.T) {
+	good := newPolicy("good", v1alpha1.AlgorithmGCRA, 3, time.Hour, onPaths("/good"))
+	bad := newPolicy("bad", v1alpha1.AlgorithmGCRA, 3, time.Hour, onPaths("/bad"))
+	s := snapshottest.Build(t, ns, "127.0.0.1:6379", good, bad)
+	for i := range s.Policies {
+		if s.Policies[i].Name == "bad" {
+			s.Policies[i].Limits[0].PeriodMs = 0 // as a newer controller or a hand edit might
+		}
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &sidecar.Store{Namespace: ns}
+	if err := store.Load(doc, "new pod"); err != nil {
+		t.Fatalf("a new pod refused the namespace's snapshot for one bad policy: %v", err)
+	}
+	if set := store.Current(); set.Policy("good") == nil || set.Policy("bad") != nil {
+		t.Fatalf("want the good policy enforced and the bad one refused alone")
+	}
+}
+
+// checkAPI asks the check API and decodes its answer.
+func (r *rig) checkAPI(t *testing.T, req sidecar.CheckRequest) sidecar.CheckResponse {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(r.check.URL+sidecar.CheckPath, "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out sidecar.CheckResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("check API answered %d: %v", resp.StatusCode, err)
+	}
+	return out
+}

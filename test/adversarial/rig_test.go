@@ -1,0 +1,224 @@
+package adversarial
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+)
+
+const ns = "shop"
+
+// rig is a sidecar's engine on a real redis-server, with its reverse proxy in front of an
+// upstream that records what it was sent, and its check API.
+type rig struct {
+	t        *testing.T
+	redis    *redistest.Server
+	rdb      *redis.Client
+	store    *sidecar.Store
+	engine   *sidecar.Engine
+	proxy    *httptest.Server
+	check    *httptest.Server
+	envoy    *sidecar.EnvoyServer
+	upstream *recorder
+}
+
+// recorder is the upstream: it counts the requests it gets and remembers the last one.
+type recorder struct {
+	hits atomic.Int64
+	last atomic.Pointer[http.Request]
+}
+
+func (u *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.hits.Add(1)
+	u.last.Store(r.Clone(context.Background()))
+	_, _ = io.WriteString(w, "ok")
+}
+
+// newRig starts redis-server and a sidecar enforcing policies.
+func newRig(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLimitPolicy) *rig {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	o := srv.Options()
+	o.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Second // a loaded machine must not turn semantics into failure modes
+	}
+	lim, err := limiter.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	r := &rig{t: t, redis: srv, rdb: rdb, store: &sidecar.Store{Namespace: ns}, upstream: &recorder{}}
+	r.engine = &sidecar.Engine{Store: r.store, Limiter: lim}
+	r.load(policies...)
+	up := httptest.NewServer(r.upstream)
+	t.Cleanup(up.Close)
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.proxy = httptest.NewServer(sidecar.NewProxy(r.engine, u, logr.Discard()))
+	t.Cleanup(r.proxy.Close)
+	r.check = httptest.NewServer(&sidecar.CheckHandler{Engine: r.engine})
+	t.Cleanup(r.check.Close)
+	r.envoy = &sidecar.EnvoyServer{Engine: r.engine}
+	return r
+}
+
+// load publishes policies as the controller would and loads them, as an edit reaches the
+// sidecar.
+func (r *rig) load(policies ...*v1alpha1.RateLimitPolicy) {
+	r.t.Helper()
+	if err := r.store.Load(snapshottest.Document(r.t, ns, r.redis.Addr(), policies...), "test"); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// send sends one request through the proxy and returns its status; header holds name,
+// value pairs, each added (so a name may repeat).
+func (r *rig) send(method, path string, header ...string) int {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.proxy.URL+path, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// count sends n requests and returns how many the proxy forwarded (200).
+func (r *rig) count(n int, method, path string, header ...string) int {
+	r.t.Helper()
+	ok := 0
+	for range n {
+		if r.send(method, path, header...) == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+// newPolicy is a valid policy: requests per period per X-API-Key on every path, FailClosed,
+// changed by edits.
+func newPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.Duration,
+	edits ...func(*v1alpha1.RateLimitPolicySpec)) *v1alpha1.RateLimitPolicy {
+	p := &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/"}}}},
+			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
+			}, OnMissing: v1alpha1.MissingIdentityReject},
+			Algorithm:   alg,
+			Limits:      []v1alpha1.Limit{{Name: "limit", Requests: requests, Period: metav1.Duration{Duration: period}}},
+			FailureMode: v1alpha1.FailureModeFailClosed,
+		},
+	}
+	for _, e := range edits {
+		e(&p.Spec)
+	}
+	return p
+}
+
+// onPaths restricts a policy to path prefixes.
+func onPaths(prefixes ...string) func(*v1alpha1.RateLimitPolicySpec) {
+	return func(s *v1alpha1.RateLimitPolicySpec) { s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: prefixes}} }
+}
+
+// idempotent turns idempotency on, keyed by the Idempotency-Key header.
+func idempotent(s *v1alpha1.RateLimitPolicySpec) {
+	s.Idempotency = &v1alpha1.Idempotency{Header: "Idempotency-Key", TTL: metav1.Duration{Duration: time.Minute}}
+}
+
+var algorithms = []v1alpha1.Algorithm{v1alpha1.AlgorithmTokenBucket, v1alpha1.AlgorithmSlidingWindow,
+	v1alpha1.AlgorithmFixedWindow, v1alpha1.AlgorithmGCRA}
+
+// hammer sends n requests from each of workers goroutines and counts the answers by status;
+// during runs alongside (an edit, a fault) and the hammer waits for both.
+func (r *rig) hammer(workers, n int, path string, header []string, during func()) map[int]int {
+	r.t.Helper()
+	type answer struct {
+		status int
+		err    error
+	}
+	answers := make(chan answer, workers*n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if during != nil {
+			during()
+		}
+	}()
+	for range workers {
+		go func() {
+			for range n {
+				status, err := r.trySend(path, header)
+				answers <- answer{status, err}
+			}
+		}()
+	}
+	got := map[int]int{}
+	for range workers * n {
+		a := <-answers
+		if a.err != nil {
+			r.t.Errorf("request failed: %v", a.err)
+			continue
+		}
+		got[a.status]++
+	}
+	<-done
+	return got
+}
+
+// trySend is send for other goroutines: errors are returned, not fatal.
+func (r *rig) trySend(path string, header []string) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, r.proxy.URL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// onlyAdmitOrDeny fails unless every answer was 200 or 429.
+func onlyAdmitOrDeny(t *testing.T, got map[int]int) {
+	t.Helper()
+	for status, n := range got {
+		if status != http.StatusOK && status != http.StatusTooManyRequests {
+			t.Errorf("%d answers with status %d: want only 200 and 429 (%v)", n, status, got)
+		}
+	}
+}
