@@ -83,11 +83,7 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	policy.Default(defaulted)
 	compiled, errs := policy.Compile(defaulted)
 	if len(errs) > 0 {
-		msg := errs.ToAggregate().Error()
-		setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
-		setCondition(p, v1alpha1.ConditionReady, false, ReasonInvalidPolicy, msg)
-		p.Status.Scripts, p.Status.Snapshot = nil, nil
+		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}
 	}
 	s := compiled.Script()
@@ -102,6 +98,20 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	r.setPublished(ctx, p, policy.Snapshot(defaulted, compiled))
 	setReady(p)
 	return res
+}
+
+// setInvalid reports a policy that does not compile. When the published snapshot still
+// carries its last valid version (the snapshot controller keeps it, so a bad edit never
+// silently lifts a limit), the messages say so and status.snapshot keeps pointing at it.
+func (r *PolicyReconciler) setInvalid(ctx context.Context, p *v1alpha1.RateLimitPolicy, msg string) {
+	p.Status.Scripts, p.Status.Snapshot = nil, nil
+	if version, ok := r.Snapshots.Retains(ctx, p.Namespace, p.Name); ok {
+		msg += "; its last valid version stays enforced (snapshot " + version + ") until the spec is fixed"
+		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
+	}
+	setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
+	setCondition(p, v1alpha1.ConditionReady, false, ReasonInvalidPolicy, msg)
 }
 
 // setPublished reports whether the policy's compiled entry is in the published snapshot.

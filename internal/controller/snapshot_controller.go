@@ -78,7 +78,7 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("list policies in %s: %w", ns, err)
 	}
-	snap, owners, err := Build(ns, r.Redis, list.Items)
+	snap, owners, err := BuildOver(ns, r.Redis, list.Items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return err
 	}
@@ -106,10 +106,39 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 // ownerRefBytes is a generous size of one serialized owner reference.
 const ownerRefBytes = 200
 
+// Published is what a namespace's snapshot ConfigMap holds: the document and the policies
+// that own it. The zero value is nothing published.
+type Published struct {
+	// Snapshot is the published document, nil when there is none (or it cannot be read).
+	Snapshot *snapshot.Snapshot
+	// Owners are the ConfigMap's owner references, one per policy it carries.
+	Owners []metav1.OwnerReference
+}
+
+// entry is the published entry of the policy named name with uid, if any.
+func (p Published) entry(name string, uid types.UID) (snapshot.Policy, bool) {
+	if p.Snapshot == nil || !slices.ContainsFunc(p.Owners, func(o metav1.OwnerReference) bool { return o.Name == name && o.UID == uid }) {
+		return snapshot.Policy{}, false
+	}
+	i := slices.IndexFunc(p.Snapshot.Policies, func(e snapshot.Policy) bool { return e.Name == name })
+	if i < 0 {
+		return snapshot.Policy{}, false
+	}
+	return p.Snapshot.Policies[i], true
+}
+
 // Build compiles a namespace's policies (defaulted in memory, so policies stored without the
 // webhook still work) into a sealed snapshot, skipping invalid and deleting ones, and returns
 // the owner references of the policies it holds.
 func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+	return BuildOver(ns, redis, items, Published{})
+}
+
+// BuildOver is Build over what is published: a policy that no longer compiles (an edit
+// that bypassed the webhook, or a rule added by an upgrade) keeps the entry last published
+// for it, so a bad edit never silently removes a limit that was enforced; its status says
+// it is invalid and that its last valid version stays in force.
+func BuildOver(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	snap := &snapshot.Snapshot{Namespace: ns, Redis: redis, Scripts: []snapshot.Script{}, Policies: []snapshot.Policy{}}
 	var owners []metav1.OwnerReference
@@ -118,17 +147,14 @@ func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*
 		if !items[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		p := items[i].DeepCopy()
-		policy.Default(p)
-		compiled, errs := policy.Compile(p)
-		if len(errs) > 0 {
+		entry, ok := buildEntry(&items[i], last)
+		if !ok {
 			continue
 		}
-		entry := policy.Snapshot(p, compiled)
 		snap.Policies = append(snap.Policies, entry)
 		scripts[entry.Script] = entry.SHA
 		owners = append(owners, metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(),
-			Kind: "RateLimitPolicy", Name: p.Name, UID: p.UID})
+			Kind: "RateLimitPolicy", Name: items[i].Name, UID: items[i].UID})
 	}
 	for name, sha := range scripts {
 		snap.Scripts = append(snap.Scripts, snapshot.Script{Name: name, SHA: sha})
@@ -138,6 +164,32 @@ func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*
 		return nil, nil, err
 	}
 	return snap, owners, nil
+}
+
+// buildEntry is the snapshot entry of item: compiled, or, when it does not compile, the
+// entry last published for it (ok false when there is none).
+func buildEntry(item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Policy, bool) {
+	p := item.DeepCopy()
+	policy.Default(p)
+	compiled, errs := policy.Compile(p)
+	if len(errs) > 0 {
+		return last.entry(p.Name, p.UID)
+	}
+	return policy.Snapshot(p, compiled), true
+}
+
+// lastPublished reads the namespace's ConfigMap; nothing when it is absent, unreadable or
+// not a valid document (then an invalid policy has no last version to keep).
+func (r *SnapshotReconciler) lastPublished(ctx context.Context, ns string) Published {
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}, &cm); err != nil {
+		return Published{}
+	}
+	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
+	if err != nil {
+		return Published{}
+	}
+	return Published{Snapshot: s, Owners: cm.OwnerReferences}
 }
 
 // write creates or updates the ConfigMap when its data, labels or owners differ.
@@ -300,6 +352,14 @@ func (r *SnapshotReconciler) Published(ctx context.Context, ns string, entry sna
 	st, _ := r.state(ctx, ns)
 	h, found := st.policies[entry.Name]
 	return st.version, found && h == entryHash(entry), st.problem
+}
+
+// Retains reports whether the namespace's published snapshot is known to carry an entry
+// for the named policy, with that snapshot's version.
+func (r *SnapshotReconciler) Retains(ctx context.Context, ns, name string) (string, bool) {
+	st, known := r.state(ctx, ns)
+	_, found := st.policies[name]
+	return st.version, known && found
 }
 
 // Holds reports whether the namespace's published snapshot may still carry the named

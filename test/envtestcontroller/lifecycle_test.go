@@ -243,3 +243,46 @@ func TestInvalidPolicy(t *testing.T) {
 	checkReadyPolicy(t, e, fixed, standaloneTopology(standby).Addrs, "standalone")
 	waitSnapshot(t, e, ns, "bad", "good")
 }
+
+// TestInvalidEditKeepsLastValidVersion: an edit that does not compile (here stored without
+// the webhook; equally a rule added by an upgrade) must not lift a limit that is enforced:
+// the snapshot keeps the policy's last valid entry, the policy says it is invalid and that
+// its last version stays enforced, and fixing it publishes the fix.
+func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
+	e := suite(t)
+	ns := kubetest.NewNamespace(t, e, "c-")
+	create(t, e, newPolicy(ns, "kept", 10))
+	waitReady(t, e, ns, "kept")
+	_, before := waitSnapshot(t, e, ns, "kept")
+	p, err := getPolicy(e, ns, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Limits = append(p.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,
+		Period: metav1.Duration{Duration: time.Minute}})
+	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${identity}}"} // two limits, one key
+	if err := e.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, e, ns, "kept", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.keyLayout.state") ||
+		!strings.Contains(msg, "last valid version stays enforced") {
+		t.Errorf("Ready message %q: want the field and that the last valid version stays enforced", msg)
+	}
+	consistently(t, 2*resync, "last valid entry kept", func() error {
+		_, now, err := getSnapshot(e, ns)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(now.Policies, before.Policies) {
+			return fmt.Errorf("snapshot policies %+v, want the last valid %+v", now.Policies, before.Policies)
+		}
+		return nil
+	})
+	got.Spec.KeyLayout.State = "{rl:${identity}}:${limit}"
+	if err := e.Client.Update(context.Background(), got); err != nil {
+		t.Fatalf("fix: %v", err)
+	}
+	fixed := waitReady(t, e, ns, "kept")
+	checkReadyPolicy(t, e, fixed, standaloneTopology(standby).Addrs, "standalone")
+}
