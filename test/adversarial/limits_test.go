@@ -58,7 +58,9 @@ func TestUnrepresentableLimitsRefused(t *testing.T) {
 }
 
 // hasField reports whether err mentions field.
-func hasField(err error, field string) bool { return err != nil && strings.Contains(err.Error(), field) }
+func hasField(err error, field string) bool {
+	return err != nil && strings.Contains(err.Error(), field)
+}
 
 // Class: one bad policy turned into an outage (issue 13, items 4 and 5). A snapshot holding
 // one policy a sidecar cannot compile was refused whole: new pods never became ready and
