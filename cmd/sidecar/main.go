@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 )
@@ -31,6 +32,7 @@ type options struct {
 	drainDelay    time.Duration
 	shutdownGrace time.Duration
 	gcPercent     int
+	http          httpserver.Limits
 	redis         redisconn.Options
 	zap           zap.Options
 }
@@ -57,8 +59,24 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "Longest wait for in-flight requests on shutdown.")
 	fs.IntVar(&o.gcPercent, "gc-percent", sidecar.DefaultGCPercent,
 		"Garbage-collection target (as GOGC): higher trades memory for CPU; the GOGC environment variable wins when set.")
+	bindHTTPLimits(fs, &o.http)
 	o.redis.BindFlags(fs)
 	o.zap.BindFlags(fs)
+}
+
+// bindHTTPLimits binds the bounds of every HTTP listener (check API, reverse proxy, metrics).
+func bindHTTPLimits(fs *flag.FlagSet, l *httpserver.Limits) {
+	d := httpserver.DefaultLimits()
+	fs.DurationVar(&l.ReadHeaderTimeout, "http-read-header-timeout", d.ReadHeaderTimeout,
+		"HTTP listeners: longest time to read a request's line and headers.")
+	fs.DurationVar(&l.ReadTimeout, "http-read-timeout", d.ReadTimeout,
+		"HTTP listeners: longest time to read a whole request (check API, metrics); the proxy's longest wait for more of a request body.")
+	fs.DurationVar(&l.WriteTimeout, "http-write-timeout", d.WriteTimeout,
+		"HTTP listeners: longest time to write a whole answer (check API, metrics); the proxy's longest wait for the client to accept more of an answer.")
+	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", d.IdleTimeout,
+		"HTTP listeners: how long a keep-alive connection may wait for its next request; keep it above the idle timeout of the proxies in front.")
+	fs.IntVar(&l.MaxHeaderBytes, "http-max-header-bytes", d.MaxHeaderBytes,
+		"HTTP listeners: largest request line and header block; larger ones are answered 431.")
 }
 
 func main() {

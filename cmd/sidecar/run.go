@@ -22,6 +22,9 @@ import (
 
 // check validates the flags, naming the one to fix.
 func (o *options) check() (*url.URL, error) {
+	if err := o.http.Validate(); err != nil {
+		return nil, fmt.Errorf("--http-*: %w", err)
+	}
 	if (o.snapshotFile == "") == !o.snapshotWatch {
 		return nil, errors.New("--snapshot-file or --snapshot-watch: exactly one snapshot source is required")
 	}
@@ -51,7 +54,7 @@ func run(ctx context.Context, o options) error {
 	store := &sidecar.Store{Namespace: o.namespace, Log: log.WithName("snapshot"), Metrics: metrics}
 	health := &sidecar.Health{Store: store, Log: log.WithName("health")}
 	g, gctx := errgroup.WithContext(ctx)
-	srv := &servers{log: log, grace: o.shutdownGrace}
+	srv := &servers{log: log, grace: o.shutdownGrace, limits: o.http}
 	if err := srv.listenAdmin(o.metricsAddr, reg, health, o.pprof); err != nil {
 		return err
 	}

@@ -15,19 +15,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 )
 
 // grpcStreamWorkers is the gRPC front's worker pool, sized for 64 concurrent callers.
 const grpcStreamWorkers = 64
 
+// pprofTimeout is the least read and write timeout of the metrics listener with --pprof:
+// a CPU profile (30s by default) or a trace answers only when it ends.
+const pprofTimeout = 2 * time.Minute
+
 // servers are the listeners the sidecar runs, stopped together.
 type servers struct {
-	log   logr.Logger
-	grace time.Duration
-	admin *http.Server
-	https []*http.Server
-	grpc  *grpc.Server
+	log    logr.Logger
+	grace  time.Duration
+	limits httpserver.Limits
+	admin  *http.Server
+	https  []*http.Server
+	grpc   *grpc.Server
 }
 
 // listenAdmin serves /metrics, /healthz, /readyz (and pprof) from the start.
@@ -41,7 +47,11 @@ func (s *servers) listenAdmin(addr string, reg *prometheus.Registry, h *sidecar.
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	srv, err := s.listenHTTP("metrics", addr, mux)
+	limits := s.limits
+	if withPprof {
+		limits = limits.AtLeast(pprofTimeout)
+	}
+	srv, err := s.listenHTTP("metrics", addr, httpserver.New(mux, limits))
 	s.admin = srv
 	return err
 }
@@ -51,12 +61,13 @@ func (s *servers) listenFronts(o options, upstream *url.URL, engine *sidecar.Eng
 	if o.httpAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle(sidecar.CheckPath, &sidecar.CheckHandler{Engine: engine})
-		if err := s.addHTTP("check", o.httpAddr, mux); err != nil {
+		if err := s.addHTTP("check", o.httpAddr, httpserver.New(mux, s.limits)); err != nil {
 			return err
 		}
 	}
 	if upstream != nil {
-		if err := s.addHTTP("proxy", o.proxyAddr, sidecar.NewProxy(engine, upstream, s.log.WithName("proxy"))); err != nil {
+		proxy := sidecar.NewProxy(engine, upstream, s.log.WithName("proxy"))
+		if err := s.addHTTP("proxy", o.proxyAddr, httpserver.NewStreaming(proxy, s.limits)); err != nil {
 			return err
 		}
 	}
@@ -66,20 +77,20 @@ func (s *servers) listenFronts(o options, upstream *url.URL, engine *sidecar.Eng
 	return nil
 }
 
-func (s *servers) addHTTP(name, addr string, h http.Handler) error {
-	srv, err := s.listenHTTP(name, addr, h)
+func (s *servers) addHTTP(name, addr string, srv *http.Server) error {
+	srv, err := s.listenHTTP(name, addr, srv)
 	if srv != nil {
 		s.https = append(s.https, srv)
 	}
 	return err
 }
 
-func (s *servers) listenHTTP(name, addr string, h http.Handler) (*http.Server, error) {
+// listenHTTP serves srv on addr; srv is nil when addr cannot be listened on.
+func (s *servers) listenHTTP(name, addr string, srv *http.Server) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s server: %w", name, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	s.log.Info("serving", "server", name, "address", ln.Addr().String())
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

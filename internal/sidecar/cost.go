@@ -25,12 +25,19 @@ func (e *Entry) StatedCost(n int64) (int64, error) {
 // (a whole number from 1 to cost.max), else the default.
 func (e *Entry) HTTPCost(h http.Header) (int64, error) {
 	name := e.Spec.Cost.Header
-	if name == "" || len(h.Values(name)) == 0 {
+	if name == "" {
 		return max(e.Spec.Cost.Default, 1), nil
 	}
-	n, err := strconv.ParseInt(h.Get(name), 10, 64)
+	v, present, err := readHeader(h, name)
+	if err != nil {
+		return 0, err
+	}
+	if !present {
+		return max(e.Spec.Cost.Default, 1), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("header %s: %q is not a whole number of at least 1", name, truncate(h.Get(name), 32))
+		return 0, fmt.Errorf("header %s: %q is not a whole number of at least 1", name, truncate(v, 32))
 	}
 	if n, err = e.StatedCost(n); err != nil {
 		return 0, fmt.Errorf("header %s: %w", name, err)
@@ -39,11 +46,12 @@ func (e *Entry) HTTPCost(h http.Header) (int64, error) {
 }
 
 // HTTPRequestID is the idempotency key of an HTTP request, or "".
-func (e *Entry) HTTPRequestID(h http.Header) string {
+func (e *Entry) HTTPRequestID(h http.Header) (string, error) {
 	if e.Spec.Idempotency == nil || e.Spec.Idempotency.Header == "" {
-		return ""
+		return "", nil
 	}
-	return h.Get(e.Spec.Idempotency.Header)
+	v, _, err := readHeader(h, e.Spec.Idempotency.Header)
+	return v, err
 }
 
 // DescriptorRequestID is the idempotency key carried in an Envoy descriptor, or "".

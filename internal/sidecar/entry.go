@@ -5,6 +5,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -17,6 +18,8 @@ type Entry struct {
 	Policy *limiter.Policy
 	// hosts are the lower-cased Host patterns of each HTTP match entry, parallel to Spec.Match.HTTP.
 	hosts [][]string
+	// prefixes are the compiled path prefixes of each HTTP match entry, parallel to Spec.Match.HTTP.
+	prefixes [][]httppath.Prefix
 	// fingerprint identifies Spec, so a reload can reuse an unchanged entry (and its local cap).
 	fingerprint string
 	// envoyLimits are Spec.Limits as Envoy RLS reports them (envoyRateLimit), parallel to
@@ -36,6 +39,7 @@ func newEntry(namespace string, p snapshot.Policy) (*Entry, error) {
 	e := &Entry{Spec: p, Policy: compiled, fingerprint: fingerprint(p)}
 	for _, m := range p.Match.HTTP {
 		e.hosts = append(e.hosts, lowerAll(m.Hosts))
+		e.prefixes = append(e.prefixes, compilePrefixes(m.PathPrefixes))
 	}
 	for i := range p.Limits {
 		e.envoyLimits = append(e.envoyLimits, envoyRateLimit(p.Name, &p.Limits[i]))

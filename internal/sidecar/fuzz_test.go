@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 )
@@ -32,18 +33,31 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 }
 
 // FuzzMatchHTTP drives the request → policy matcher and identity extraction with hostile
-// hosts, paths, methods and header values: no panic, matches only policies whose selectors
-// hold, and every identity lands on a key whose slot is its own policy's tag.
+// hosts, request targets, methods and header values: no panic, a path matches what its
+// normalized form matches, and every identity lands on a key whose slot is its own policy's tag.
 func FuzzMatchHTTP(f *testing.F) {
 	f.Add("shop.example.com:443", "/api/a/x", "GET", "key-1", "10.0.0.1:1", "1.2.3.4, 5.6.7.8")
 	f.Add("", "", "", "", "", "")
 	f.Add("*.x", "/api/a/../b", "post", "{rl:shop/b:victim}", "[::1]:80", "garbage,,,")
 	f.Add("a\x00b", "/api/a\n", "GET\r\n", "\xff\xfe}{", "x", "2001:db8::1")
+	f.Add("x", "/API/x/..;/%61;v=1/", "get", "k", "10.0.0.1:1", "")
+	f.Add("x", "http://x/api//a?q=/../b", "HEAD", "k", "10.0.0.1:1", "")
 	set := fuzzSet(f)
-	f.Fuzz(func(t *testing.T, host, path, method, key, peer, xff string) {
+	f.Fuzz(func(t *testing.T, host, target, method, key, peer, xff string) {
 		h := http.Header{"X-Api-Key": {key}, "X-Forwarded-For": {xff}, "Authorization": {"Bearer " + key}}
-		for _, e := range set.MatchHTTP(host, path, method) {
-			id, ok := e.HTTPIdentity(h, peer)
+		path, err := httppath.ParseTarget(method, httppath.TargetPath(target))
+		if err != nil {
+			return // refused with 400 before any matching
+		}
+		matched := set.MatchHTTP(host, path, method)
+		if again := mustPath(t, path.String()); !equal(names(set.MatchHTTP(host, again, method)), names(matched)) {
+			t.Fatalf("%q matches %v, its normalized form %q matches otherwise", target, names(matched), path)
+		}
+		for _, e := range matched {
+			id, ok, err := e.HTTPIdentity(h, peer)
+			if err != nil {
+				t.Fatalf("%s: one value per header is never ambiguous: %v", e.Name(), err)
+			}
 			if ok && id == "" {
 				t.Fatalf("%s: ok with an empty identity", e.Name())
 			}
@@ -55,10 +69,20 @@ func FuzzMatchHTTP(f *testing.F) {
 				}
 			}
 		}
-		if utf8.ValidString(method) && method == "GET" && len(set.MatchHTTP(host, "/api/a", method)) == 0 {
+		if utf8.ValidString(method) && method == "GET" && len(set.MatchHTTP(host, mustPath(t, "/api/a"), method)) == 0 {
 			t.Fatalf("policy a must match GET /api/a on any host")
 		}
 	})
+}
+
+// mustPath is the normalized path of target.
+func mustPath(t testing.TB, target string) httppath.Path {
+	t.Helper()
+	p, err := httppath.ParseTarget("GET", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func fuzzSet(f *testing.F) *sidecar.Set {

@@ -19,14 +19,19 @@ const maxJWTBytes = 16 << 10
 
 // HTTPIdentity reads the caller's identity for e from an HTTP request: the first source that
 // yields a non-empty value. ok is false when none does. peer is the connection's remote
-// address (host:port or host).
-func (e *Entry) HTTPIdentity(h http.Header, peer string) (id string, ok bool) {
+// address (host:port or host). A header source sent on several field lines is an error
+// (ErrRepeatedHeader).
+func (e *Entry) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err error) {
 	for _, s := range e.Spec.Identity.Sources {
-		if v := httpSource(s, h, peer); v != "" {
-			return v, true
+		v, err := httpSource(s, h, peer)
+		if err != nil {
+			return "", false, err
+		}
+		if v != "" {
+			return v, true, nil
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // DescriptorIdentity reads the caller's identity for e from an Envoy descriptor.
@@ -39,24 +44,26 @@ func (e *Entry) DescriptorIdentity(entries []DescriptorEntry) (id string, ok boo
 	return "", false
 }
 
-func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) string {
+func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) (string, error) {
 	switch s.Type {
 	case v1alpha1.IdentityHeader:
 		if s.Header != nil {
-			return h.Get(s.Header.Name)
+			v, _, err := readHeader(h, s.Header.Name)
+			return v, err
 		}
 	case v1alpha1.IdentityClientIP:
-		return clientIP(s.ClientIP, h, peer)
+		return clientIP(s.ClientIP, h, peer), nil
 	case v1alpha1.IdentityJWTClaim:
 		if s.JWTClaim != nil {
-			return jwtClaim(h.Get(headerOr(s.JWTClaim.Header, "Authorization")), s.JWTClaim.Claim)
+			v, _, err := readHeader(h, headerOr(s.JWTClaim.Header, "Authorization"))
+			return jwtClaim(v, s.JWTClaim.Claim), err
 		}
 	case v1alpha1.IdentityFixed:
 		if s.Fixed != nil {
-			return s.Fixed.Value
+			return s.Fixed.Value, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) string {
@@ -78,20 +85,38 @@ func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) stri
 }
 
 // clientIP is the client address, masked to the configured prefix. With trustedProxies n > 0
-// it is the address n hops from the right of X-Forwarded-For (all appended by trusted
-// proxies); otherwise the peer address, which a client cannot spoof.
+// it is the address n hops from the right of X-Forwarded-For, which the first of the n
+// trusted proxies appended. A shorter chain did not come through all of them, so its
+// leftmost entries are the caller's own writing: the peer address is used instead, as it is
+// when that hop is not an address. Without trusted proxies it is the peer address, which a
+// client cannot spoof.
 func clientIP(c *v1alpha1.ClientIPSource, h http.Header, peer string) string {
-	raw := peerHost(peer)
+	addr, ok := parseHop(peer)
 	if c != nil && c.TrustedProxies > 0 {
-		if hops := forwardedFor(h); len(hops) > 0 {
-			raw = hops[max(len(hops)-int(c.TrustedProxies), 0)]
+		if hops := forwardedFor(h); len(hops) >= int(c.TrustedProxies) {
+			if a, hopOK := parseHop(hops[len(hops)-int(c.TrustedProxies)]); hopOK {
+				addr, ok = a, true
+			}
 		}
 	}
-	addr, err := netip.ParseAddr(strings.TrimSpace(raw))
-	if err != nil {
+	if !ok {
 		return ""
 	}
 	return maskAddr(addr.Unmap().WithZone(""), c).String()
+}
+
+// parseHop reads an address written as "a.b.c.d", "v6", "[v6]" or either with a ":port" (some
+// proxies append the port to X-Forwarded-For).
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, true
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return a, err == nil
 }
 
 func maskAddr(a netip.Addr, c *v1alpha1.ClientIPSource) netip.Addr {
@@ -123,17 +148,10 @@ func forwardedFor(h http.Header) []string {
 	return hops
 }
 
-func peerHost(peer string) string {
-	if h, _, err := net.SplitHostPort(peer); err == nil {
-		return h
-	}
-	return peer
-}
-
 // jwtClaim decodes (without verifying: the gateway in front verified it) the payload of a
 // "Bearer <jwt>" value and returns a string or number claim; dots walk nested objects.
 func jwtClaim(authz, claim string) string {
-	token, ok := strings.CutPrefix(authz, "Bearer ")
+	token, ok := bearerToken(authz)
 	if !ok || len(token) > maxJWTBytes {
 		return ""
 	}
@@ -159,6 +177,18 @@ func jwtClaim(authz, claim string) string {
 		v = m[k]
 	}
 	return scalar(v)
+}
+
+// bearerToken is the token of a "Bearer <token>" credential. The scheme is compared
+// case-insensitively (RFC 9110 section 11.1) and any run of spaces or tabs may separate it
+// from the token: servers accept "bearer x" and "Bearer  x" alike, and reading no identity
+// where the upstream reads one would let onMissing (Skip: not counted) decide instead.
+func bearerToken(authz string) (string, bool) {
+	i := strings.IndexAny(authz, " \t")
+	if i < 0 || !strings.EqualFold(authz[:i], "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(authz[i:], " \t"), true
 }
 
 func scalar(v any) string {

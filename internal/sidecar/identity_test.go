@@ -2,10 +2,16 @@ package sidecar_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 )
 
 func jwt(payload string) string {
@@ -50,6 +56,11 @@ func TestHTTPIdentity(t *testing.T) {
 		{"key-then-jwt", h("Authorization", jwt(`{"org":"flat"}`)), "", "", false},
 		{"key-then-jwt", h("Authorization", "Bearer not-a-jwt"), "", "", false},
 		{"key-then-jwt", h("Authorization", "Basic abc"), "", "", false},
+		// The auth scheme is case-insensitive (RFC 9110 section 11.1); spaces before the token are tolerated.
+		{"key-then-jwt", h("Authorization", "bearer "+strings.TrimPrefix(jwt(`{"org":{"id":"lower"}}`), "Bearer ")), "", "lower", true},
+		{"key-then-jwt", h("Authorization", "BEARER   "+strings.TrimPrefix(jwt(`{"org":{"id":"spaced"}}`), "Bearer ")), "", "spaced", true},
+		{"key-then-jwt", h("Authorization", "Bearer\t"+strings.TrimPrefix(jwt(`{"org":{"id":"tab"}}`), "Bearer ")), "", "tab", true},
+		{"key-then-jwt", h("Authorization", "Bearerx "+strings.TrimPrefix(jwt(`{"org":{"id":"x"}}`), "Bearer ")), "", "", false},
 		{"key-then-jwt", h(), "", "", false},
 		{"ip-full", h("X-Forwarded-For", "9.9.9.9"), "10.1.2.3:5555", "10.1.2.3", true},
 		{"ip-full", h(), "[::ffff:10.1.2.3]:5555", "10.1.2.3", true},
@@ -57,14 +68,48 @@ func TestHTTPIdentity(t *testing.T) {
 		{"ip-masked", h(), "10.1.2.3:5555", "10.1.2.0", true},
 		{"ip-masked", h(), "[2001:db8:1:2:3:4:5:6]:1", "2001:db8:1:2::", true},
 		{"ip-proxied", h("X-Forwarded-For", "6.6.6.6, 1.1.1.1", "X-Forwarded-For", "10.0.0.9"), "10.0.0.1:1", "1.1.1.1", true},
-		{"ip-proxied", h("X-Forwarded-For", "1.1.1.1"), "10.0.0.1:1", "1.1.1.1", true},
+		// Fewer hops than trusted proxies: the leftmost hop is the caller's own writing, so the
+		// peer (the nearest proxy, or the caller itself) is the identity.
+		{"ip-proxied", h("X-Forwarded-For", "1.1.1.1"), "10.0.0.1:1", "10.0.0.1", true},
+		{"ip-proxied", h("X-Forwarded-For", "1.1.1.1:4711, 10.0.0.9"), "10.0.0.1:1", "1.1.1.1", true},
+		{"ip-proxied", h("X-Forwarded-For", "[2001:db8::7]:4711, 10.0.0.9"), "10.0.0.1:1", "2001:db8::7", true},
+		{"ip-proxied", h("X-Forwarded-For", "unknown, 10.0.0.9"), "10.0.0.1:1", "10.0.0.1", true},
 		{"ip-proxied", h(), "10.0.0.1:1", "10.0.0.1", true},
 		{"key-or-fixed", h(), "", "everyone", true},
 		{"key-or-fixed", h("X-API-Key", "k"), "", "k", true},
 	} {
-		got, ok := set.Policy(tc.policy).HTTPIdentity(tc.header, tc.peer)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: HTTPIdentity(%v, %q) = %q, %v; want %q, %v", tc.policy, tc.header, tc.peer, got, ok, tc.want, tc.ok)
+		got, ok, err := set.Policy(tc.policy).HTTPIdentity(tc.header, tc.peer)
+		if got != tc.want || ok != tc.ok || err != nil {
+			t.Errorf("%s: HTTPIdentity(%v, %q) = %q, %v, %v; want %q, %v", tc.policy, tc.header, tc.peer, got, ok, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestHTTPCheckRefusesRepeatedHeaders: every header the limiter reads is read once; one
+// sent on two field lines is ErrRepeatedHeader, naming the header, whichever use it has.
+func TestHTTPCheckRefusesRepeatedHeaders(t *testing.T) {
+	claim := v1alpha1.IdentitySource{Type: v1alpha1.IdentityJWTClaim, JWTClaim: &v1alpha1.JWTClaimSource{Header: "X-Token", Claim: "sub"}}
+	set := scLoad(t, scPolicy("p", 5, func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Identity.Sources = append(s.Identity.Sources, claim)
+		s.Cost = &v1alpha1.Cost{Default: 1, Header: "X-Cost", Max: ptr(int64(5))}
+		s.Idempotency = &v1alpha1.Idempotency{Header: "X-Request-Id", TTL: metav1.Duration{Duration: time.Minute}}
+	}))
+	e := set.Policy("p")
+	for _, tc := range []struct{ name, a, b string }{
+		{"X-API-Key", "k1", "k2"}, {"X-Token", jwt(`{"sub":"a"}`), jwt(`{"sub":"b"}`)}, {"X-Cost", "1", "2"}, {"X-Request-Id", "r", "r"},
+	} {
+		h := http.Header{}
+		if tc.name != "X-API-Key" {
+			h.Set("X-Other", "x") // the key header absent, so the claim is read
+		}
+		h.Add(tc.name, tc.a)
+		h.Add(tc.name, tc.b)
+		if _, err := e.HTTPCheck(h, "10.0.0.1:1"); !errors.Is(err, sidecar.ErrRepeatedHeader) || !strings.Contains(err.Error(), "header "+tc.name) {
+			t.Errorf("%s twice: %v, want ErrRepeatedHeader naming it", tc.name, err)
+		}
+	}
+	c, err := e.HTTPCheck(http.Header{"X-Api-Key": {"k"}, "X-Token": {"a", "b"}}, "")
+	if err != nil || c.Identity != "k" {
+		t.Errorf("a repeated header the check does not reach (the key wins first): %+v, %v", c, err)
 	}
 }

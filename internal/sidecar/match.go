@@ -5,11 +5,14 @@ import (
 	"strings"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 )
 
-// MatchHTTP returns the policies governing an HTTP request, in name order.
-func (s *Set) MatchHTTP(host, path, method string) []*Entry {
+// MatchHTTP returns the policies governing an HTTP request, in name order. path is the
+// request's normalized path (httppath.ParseTarget); method is the request method as sent.
+func (s *Set) MatchHTTP(host string, path httppath.Path, method string) []*Entry {
 	host = hostOnly(host)
+	method = upperASCII(method)
 	var out []*Entry
 	for _, e := range s.http {
 		if e.matchesHTTP(host, path, method) {
@@ -42,9 +45,9 @@ type DescriptorEntry struct {
 	Value string
 }
 
-func (e *Entry) matchesHTTP(host, path, method string) bool {
+func (e *Entry) matchesHTTP(host string, path httppath.Path, method string) bool {
 	for i, m := range e.Spec.Match.HTTP {
-		if hostMatches(e.hosts[i], host) && pathMatches(m.PathPrefixes, path) && methodMatches(m.Methods, method) {
+		if hostMatches(e.hosts[i], host) && pathMatches(e.prefixes[i], path) && methodMatches(m.Methods, method) {
 			return true
 		}
 	}
@@ -64,26 +67,36 @@ func hostMatches(patterns []string, host string) bool {
 	return false
 }
 
-// pathMatches matches whole segments: "/api" matches "/api" and "/api/x", not "/apix".
-func pathMatches(prefixes []string, path string) bool {
+// pathMatches matches whole segments, as httppath.Prefix does; no prefix matches every path.
+func pathMatches(prefixes []httppath.Prefix, path httppath.Path) bool {
 	if len(prefixes) == 0 {
 		return true
 	}
 	for _, p := range prefixes {
-		trimmed := strings.TrimSuffix(p, "/")
-		if path == p || path == trimmed || strings.HasPrefix(path, trimmed+"/") {
+		if p.Matches(path) {
 			return true
 		}
 	}
 	return false
 }
 
+func compilePrefixes(in []string) []httppath.Prefix {
+	out := make([]httppath.Prefix, len(in))
+	for i, p := range in {
+		out[i] = httppath.NewPrefix(p)
+	}
+	return out
+}
+
+// methodMatches compares an upper-cased method to a policy's methods. GET also selects HEAD:
+// servers answer HEAD by running the GET handler (Go's ServeMux, Spring, Express, Rails,
+// nginx), so HEAD does the same work.
 func methodMatches(methods []v1alpha1.HTTPMethod, method string) bool {
 	if len(methods) == 0 {
 		return true
 	}
 	for _, m := range methods {
-		if string(m) == method {
+		if string(m) == method || m == "GET" && method == "HEAD" {
 			return true
 		}
 	}
@@ -122,4 +135,21 @@ func lowerAll(in []string) []string {
 		out[i] = strings.ToLower(s)
 	}
 	return out
+}
+
+// upperASCII upper-cases ASCII letters only: methods are tokens, and an upstream that reads
+// them case-insensitively serves "post" as POST.
+func upperASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }

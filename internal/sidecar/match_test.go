@@ -49,8 +49,13 @@ func TestMatchHTTP(t *testing.T) {
 		{"a.b.shop.io", "/", "POST", []string{"all", "shop"}},
 		{"shop.io", "/", "POST", []string{"all"}},
 		{"evilshop.io", "/", "POST", []string{"all"}},
+		{"x", "/API/Api/", "GET", []string{"all", "api"}},
+		{"x", "/api/x/../api;v=1/./orders", "GET", []string{"all", "api"}},
+		{"x", "/api/%61pi", "GET", []string{"all", "api"}},
+		{"shop.example.com", "/", "post", []string{"all", "shop"}},
+		{"shop.example.com", "/", "HEAD", []string{"all"}},
 	} {
-		if got := names(set.MatchHTTP(tc.host, tc.path, tc.method)); !equal(got, tc.want) {
+		if got := names(set.MatchHTTP(tc.host, mustPath(t, tc.path), tc.method)); !equal(got, tc.want) {
 			t.Errorf("MatchHTTP(%q, %q, %q) = %v, want %v", tc.host, tc.path, tc.method, got, tc.want)
 		}
 	}

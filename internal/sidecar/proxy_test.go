@@ -1,14 +1,18 @@
 package sidecar_test
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -18,11 +22,12 @@ import (
 )
 
 // scProxy is the proxy front of rig in front of a real upstream server that counts the
-// requests it gets and echoes X-Forwarded-For.
+// requests it gets, echoes X-Forwarded-For and records the last request it received.
 type scProxy struct {
 	url   string
 	hits  atomic.Int64
 	front *httptest.Server
+	last  atomic.Pointer[http.Request] // the last request the upstream received
 }
 
 func newSCProxy(t *testing.T, rig *scRig) *scProxy {
@@ -30,6 +35,7 @@ func newSCProxy(t *testing.T, rig *scRig) *scProxy {
 	p := &scProxy{}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.hits.Add(1)
+		p.last.Store(r.Clone(context.Background()))
 		w.Header().Set("X-Seen-XFF", r.Header.Get("X-Forwarded-For"))
 		w.Header().Set("RateLimit", "upstream's own, must be replaced")
 		_, _ = io.WriteString(w, "hello from "+r.URL.Path)
@@ -151,4 +157,45 @@ func TestProxyPolicies(t *testing.T) {
 	if got := metricValue(t, rig.reg, "ratelimit_sidecar_decisions_total", map[string]string{"policy": "shadow", "result": "shadow_denied"}); got != 2 {
 		t.Errorf("shadow_denied = %v, want 2", got)
 	}
+}
+
+// raw sends one request exactly as written, request target and all, on its own connection:
+// Go's client would clean or re-encode the odd targets these tests need.
+func (p *scProxy) raw(t *testing.T, method, target string, header ...string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", p.front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n", method, target)
+	for i := 0; i < len(header); i += 2 {
+		fmt.Fprintf(&b, "%s: %s\r\n", header[i], header[i+1])
+	}
+	b.WriteString("\r\n")
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// lastSeen is the request target and method the upstream last received, or "" before any.
+func (p *scProxy) lastSeen() (target, method string) {
+	if r := p.last.Load(); r != nil {
+		return r.RequestURI, r.Method
+	}
+	return "", ""
 }

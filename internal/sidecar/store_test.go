@@ -105,7 +105,7 @@ func TestStoreClearMeansNoPolicy(t *testing.T) {
 	}
 	s.Clear("configmap deleted")
 	set := s.Current()
-	if set == nil || len(set.Entries) != 0 || len(set.MatchHTTP("x", "/api/a", "GET")) != 0 || set.Policy("a") != nil {
+	if set == nil || len(set.Entries) != 0 || len(set.MatchHTTP("x", mustPath(t, "/api/a"), "GET")) != 0 || set.Policy("a") != nil {
 		t.Fatalf("after Clear: %+v, want an empty set in force", set)
 	}
 	if err := s.Load(scDoc(t, scPolicy("a", 5)), "test"); err != nil || s.Current().Policy("a") == nil {
