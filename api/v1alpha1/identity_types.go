@@ -6,7 +6,10 @@ package v1alpha1
 //
 // +kubebuilder:validation:XValidation:rule="size(self.sources.filter(s, s.type == 'Fixed')) == 0 || (size(self.sources.filter(s, s.type == 'Fixed')) == 1 && self.sources[size(self.sources) - 1].type == 'Fixed')",message="a Fixed source always yields a value, so there can be only one and it must be the last source",fieldPath=".sources"
 type Identity struct {
-	// sources are the places the identity is read from, in order of preference.
+	// sources are the places the identity is read from, in order of preference. With
+	// several sources, each source's identities are counted apart (the identity records
+	// which source yielded it), so a caller whose header names another caller's address, or
+	// a Fixed source's value, never spends that caller's quota.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1

@@ -31,7 +31,11 @@ type HTTPMatch struct {
 	Hosts []string `json:"hosts,omitempty"`
 
 	// pathPrefixes are URL path prefixes this entry matches, each starting with "/". A prefix
-	// matches whole path segments: "/api" matches "/api" and "/api/x", not "/apix".
+	// matches whole path segments: "/api" matches "/api" and "/api/x", not "/apix". Paths are
+	// matched normalized (percent-decoded unreserved characters, merged slashes, dot
+	// segments removed), ignoring ASCII case and ";" segment parameters, so every spelling
+	// an upstream serves as "/api" matches; paths upstreams disagree on (an encoded slash, a
+	// backslash, control bytes) are refused with 400 before any policy is checked.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
@@ -40,7 +44,8 @@ type HTTPMatch struct {
 	// +kubebuilder:validation:items:Pattern=`^/[^?#\s]*$`
 	PathPrefixes []string `json:"pathPrefixes,omitempty"`
 
-	// methods are the HTTP methods this entry matches.
+	// methods are the HTTP methods this entry matches, compared ignoring ASCII case; GET
+	// also matches HEAD, which servers answer with the GET handler.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=9

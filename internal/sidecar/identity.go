@@ -22,13 +22,13 @@ const maxJWTBytes = 16 << 10
 // address (host:port or host). A header source sent on several field lines is an error
 // (ErrRepeatedHeader).
 func (e *Entry) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err error) {
-	for _, s := range e.Spec.Identity.Sources {
+	for i, s := range e.Spec.Identity.Sources {
 		v, err := httpSource(s, h, peer)
 		if err != nil {
 			return "", false, err
 		}
 		if v != "" {
-			return v, true, nil
+			return e.sourced(i, v), true, nil
 		}
 	}
 	return "", false, nil
@@ -36,12 +36,23 @@ func (e *Entry) HTTPIdentity(h http.Header, peer string) (id string, ok bool, er
 
 // DescriptorIdentity reads the caller's identity for e from an Envoy descriptor.
 func (e *Entry) DescriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
-	for _, s := range e.Spec.Identity.Sources {
+	for i, s := range e.Spec.Identity.Sources {
 		if v := descriptorSource(s, entries); v != "" {
-			return v, true
+			return e.sourced(i, v), true
 		}
 	}
 	return "", false
+}
+
+// sourced is the identity of value v read from source i. With several sources each one's
+// identities are kept apart by the source's position ("1=10.0.0.5"): otherwise a caller
+// whose API key is another caller's address (or a Fixed fallback's value) would spend that
+// caller's quota. A policy with one source keeps the bare value.
+func (e *Entry) sourced(i int, v string) string {
+	if len(e.Spec.Identity.Sources) < 2 {
+		return v
+	}
+	return strconv.Itoa(i) + "=" + v
 }
 
 func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) (string, error) {

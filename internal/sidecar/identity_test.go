@@ -19,6 +19,9 @@ func jwt(payload string) string {
 	return "Bearer " + enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(payload)) + ".sig"
 }
 
+// TestHTTPIdentity: each source yields what it should; with several sources the identity
+// carries the source's position ("0=", "1="), so one source's values never share a bucket
+// with another's.
 func TestHTTPIdentity(t *testing.T) {
 	src := func(s ...v1alpha1.IdentitySource) func(*v1alpha1.RateLimitPolicySpec) {
 		return func(spec *v1alpha1.RateLimitPolicySpec) { spec.Identity.Sources = s }
@@ -50,16 +53,16 @@ func TestHTTPIdentity(t *testing.T) {
 		want   string
 		ok     bool
 	}{
-		{"key-then-jwt", h("x-api-key", "k1", "Authorization", jwt(`{"org":{"id":"o"}}`)), "", "k1", true},
-		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":"o-7"}}`)), "", "o-7", true},
-		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":12345678901234567890}}`)), "", "12345678901234567890", true},
+		{"key-then-jwt", h("x-api-key", "k1", "Authorization", jwt(`{"org":{"id":"o"}}`)), "", "0=k1", true},
+		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":"o-7"}}`)), "", "1=o-7", true},
+		{"key-then-jwt", h("Authorization", jwt(`{"org":{"id":12345678901234567890}}`)), "", "1=12345678901234567890", true},
 		{"key-then-jwt", h("Authorization", jwt(`{"org":"flat"}`)), "", "", false},
 		{"key-then-jwt", h("Authorization", "Bearer not-a-jwt"), "", "", false},
 		{"key-then-jwt", h("Authorization", "Basic abc"), "", "", false},
 		// The auth scheme is case-insensitive (RFC 9110 section 11.1); spaces before the token are tolerated.
-		{"key-then-jwt", h("Authorization", "bearer "+strings.TrimPrefix(jwt(`{"org":{"id":"lower"}}`), "Bearer ")), "", "lower", true},
-		{"key-then-jwt", h("Authorization", "BEARER   "+strings.TrimPrefix(jwt(`{"org":{"id":"spaced"}}`), "Bearer ")), "", "spaced", true},
-		{"key-then-jwt", h("Authorization", "Bearer\t"+strings.TrimPrefix(jwt(`{"org":{"id":"tab"}}`), "Bearer ")), "", "tab", true},
+		{"key-then-jwt", h("Authorization", "bearer "+strings.TrimPrefix(jwt(`{"org":{"id":"lower"}}`), "Bearer ")), "", "1=lower", true},
+		{"key-then-jwt", h("Authorization", "BEARER   "+strings.TrimPrefix(jwt(`{"org":{"id":"spaced"}}`), "Bearer ")), "", "1=spaced", true},
+		{"key-then-jwt", h("Authorization", "Bearer\t"+strings.TrimPrefix(jwt(`{"org":{"id":"tab"}}`), "Bearer ")), "", "1=tab", true},
 		{"key-then-jwt", h("Authorization", "Bearerx "+strings.TrimPrefix(jwt(`{"org":{"id":"x"}}`), "Bearer ")), "", "", false},
 		{"key-then-jwt", h(), "", "", false},
 		{"ip-full", h("X-Forwarded-For", "9.9.9.9"), "10.1.2.3:5555", "10.1.2.3", true},
@@ -75,8 +78,8 @@ func TestHTTPIdentity(t *testing.T) {
 		{"ip-proxied", h("X-Forwarded-For", "[2001:db8::7]:4711, 10.0.0.9"), "10.0.0.1:1", "2001:db8::7", true},
 		{"ip-proxied", h("X-Forwarded-For", "unknown, 10.0.0.9"), "10.0.0.1:1", "10.0.0.1", true},
 		{"ip-proxied", h(), "10.0.0.1:1", "10.0.0.1", true},
-		{"key-or-fixed", h(), "", "everyone", true},
-		{"key-or-fixed", h("X-API-Key", "k"), "", "k", true},
+		{"key-or-fixed", h(), "", "1=everyone", true},
+		{"key-or-fixed", h("X-API-Key", "k"), "", "0=k", true},
 	} {
 		got, ok, err := set.Policy(tc.policy).HTTPIdentity(tc.header, tc.peer)
 		if got != tc.want || ok != tc.ok || err != nil {
@@ -109,7 +112,7 @@ func TestHTTPCheckRefusesRepeatedHeaders(t *testing.T) {
 		}
 	}
 	c, err := e.HTTPCheck(http.Header{"X-Api-Key": {"k"}, "X-Token": {"a", "b"}}, "")
-	if err != nil || c.Identity != "k" {
+	if err != nil || c.Identity != "0=k" {
 		t.Errorf("a repeated header the check does not reach (the key wins first): %+v, %v", c, err)
 	}
 }

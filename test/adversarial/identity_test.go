@@ -1,0 +1,29 @@
+package adversarial
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Class: one identity source spending another source's quota. A policy limits API keys and
+// falls back to the client address for callers without one. A caller that sends the
+// victim's address as its "API key" must not be counted as that address: otherwise anyone
+// can lock out every anonymous caller behind a NAT, or a Fixed fallback's shared bucket,
+// by naming it.
+func TestIdentitySourcesCannotImpersonateEachOther(t *testing.T) {
+	keyOrIP := newPolicy("api", v1alpha1.AlgorithmGCRA, 3, time.Hour, func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Identity.Sources = append(s.Identity.Sources, v1alpha1.IdentitySource{Type: v1alpha1.IdentityClientIP})
+	})
+	r := newRig(t, limiter.Options{}, keyOrIP)
+	// The test's own client connects from 127.0.0.1: that is the anonymous caller's identity.
+	if got := r.count(5, http.MethodGet, "/api", "X-API-Key", "127.0.0.1"); got != 3 {
+		t.Fatalf("the attacker's own key: %d forwarded, want 3", got)
+	}
+	if got := r.count(1, http.MethodGet, "/api"); got != 1 {
+		t.Errorf("the anonymous caller at 127.0.0.1 after an attacker used its address as an API key: %d of 1 forwarded, want 1", got)
+	}
+}
