@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -9,17 +10,41 @@ import (
 )
 
 // MatchHTTP returns the policies governing an HTTP request, in name order. path is the
-// request's normalized path (httppath.ParseTarget); method is the request method as sent.
-func (s *Set) MatchHTTP(host string, path httppath.Path, method string) []*Entry {
+// request's normalized path (httppath.ParseTarget); method is the request method as sent,
+// and overrides the methods the request asks the upstream to run instead (MethodOverrides):
+// a policy selecting any of them governs the request.
+func (s *Set) MatchHTTP(host string, path httppath.Path, method string, overrides ...string) []*Entry {
 	host = hostOnly(host)
-	method = upperASCII(method)
+	methods := append([]string{upperASCII(method)}, overrides...)
 	var out []*Entry
 	for _, e := range s.http {
-		if e.matchesHTTP(host, path, method) {
+		if e.matchesHTTP(host, path, methods) {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// methodOverrideHeaders are the headers frameworks (Rails, Laravel, Spring's
+// HiddenHttpMethodFilter behind a proxy, Express method-override, ASP.NET) read to run
+// another method's handler for a POST.
+var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// MethodOverrides are the methods h asks the upstream to run instead of the one sent,
+// upper-cased: a POST with X-HTTP-Method-Override: DELETE runs the DELETE handler on many
+// frameworks, so a DELETE policy must govern it. A header sent twice is ErrRepeatedHeader.
+func MethodOverrides(h http.Header) ([]string, error) {
+	var out []string
+	for _, name := range methodOverrideHeaders {
+		v, ok, err := readHeader(h, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok && v != "" {
+			out = append(out, upperASCII(strings.TrimSpace(v)))
+		}
+	}
+	return out, nil
 }
 
 // MatchDescriptor returns the policies of domain whose descriptor entries are all present in
@@ -45,9 +70,19 @@ type DescriptorEntry struct {
 	Value string
 }
 
-func (e *Entry) matchesHTTP(host string, path httppath.Path, method string) bool {
+func (e *Entry) matchesHTTP(host string, path httppath.Path, methods []string) bool {
 	for i, m := range e.Spec.Match.HTTP {
-		if hostMatches(e.hosts[i], host) && pathMatches(e.prefixes[i], path) && methodMatches(m.Methods, method) {
+		if hostMatches(e.hosts[i], host) && pathMatches(e.prefixes[i], path) && anyMethodMatches(m.Methods, methods) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyMethodMatches reports whether a policy's methods select any of the request's methods.
+func anyMethodMatches(selected []v1alpha1.HTTPMethod, methods []string) bool {
+	for _, m := range methods {
+		if methodMatches(selected, m) {
 			return true
 		}
 	}

@@ -67,9 +67,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
 		return
 	}
-	entries := set.MatchHTTP(r.Host, path, r.Method)
-	fp := HTTPFingerprint(strings.ToUpper(r.Method), r.Host, path.String(), r.URL.RawQuery)
-	checks, err := httpChecks(entries, forwardedHeader(r.Header), r.RemoteAddr, fp)
+	header := forwardedHeader(r.Header)
+	overrides, err := MethodOverrides(header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	entries := set.MatchHTTP(r.Host, path, r.Method, overrides...)
+	fp := HTTPFingerprint(strings.Join(append([]string{strings.ToUpper(r.Method)}, overrides...), " "), r.Host, path.String(), r.URL.RawQuery)
+	checks, err := httpChecks(entries, header, r.RemoteAddr, fp)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -27,3 +27,22 @@ func TestIdentitySourcesCannotImpersonateEachOther(t *testing.T) {
 		t.Errorf("the anonymous caller at 127.0.0.1 after an attacker used its address as an API key: %d of 1 forwarded, want 1", got)
 	}
 }
+
+// Class: a request that runs another method's handler than the one it was sent with. Many
+// frameworks run the DELETE handler for POST + X-HTTP-Method-Override: DELETE; a policy on
+// DELETE must govern such a request too.
+func TestMethodOverrideIsJudgedAsTheMethodRun(t *testing.T) {
+	r := newRig(t, limiter.Options{}, newPolicy("deletes", v1alpha1.AlgorithmGCRA, 2, time.Hour,
+		func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/items"}, Methods: []v1alpha1.HTTPMethod{"DELETE"}}}
+		}))
+	for _, h := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		if got := r.count(3, http.MethodPost, "/items/1", "X-API-Key", "mallory-"+h, h, "delete"); got != 2 {
+			t.Errorf("POST with %s: delete: %d of 3 forwarded, want 2 (the DELETE policy's limit)", h, got)
+		}
+	}
+	if got := r.send(http.MethodPost, "/items/1", "X-API-Key", "mallory", "X-HTTP-Method-Override", "DELETE",
+		"X-HTTP-Method-Override", "GET"); got != http.StatusBadRequest {
+		t.Errorf("two override values: %d, want 400", got)
+	}
+}
