@@ -44,8 +44,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Path of the mounted snapshot (the ratelimit-snapshot ConfigMap's snapshot.json); reloaded on change.")
 	fs.BoolVar(&o.snapshotWatch, "snapshot-watch", false,
 		"Watch the ratelimit-snapshot ConfigMap through the API server instead of a mounted file.")
-	fs.StringVar(&o.grpcAddr, "grpc-bind-address", ":8081", "Address of the Envoy RLS v3 gRPC front; empty disables it.")
-	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTP check API (POST /v1/check); empty disables it.")
+	fs.StringVar(&o.grpcAddr, "grpc-bind-address", "127.0.0.1:8081",
+		"Address of the Envoy RLS v3 gRPC front; empty disables it. Loopback by default: whoever reaches it can spend any caller's quota.")
+	fs.StringVar(&o.httpAddr, "http-bind-address", "127.0.0.1:8080",
+		"Address of the HTTP check API (POST /v1/check); empty disables it. Loopback by default: whoever reaches it can spend any caller's quota.")
 	fs.StringVar(&o.proxyAddr, "proxy-bind-address", ":8000", "Address of the reverse proxy; used only with --upstream.")
 	fs.StringVar(&o.upstream, "upstream", "", "URL of the app the reverse proxy forwards admitted requests to; empty disables the proxy.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of /metrics, /healthz and /readyz.")
