@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
@@ -49,8 +50,25 @@ func (u *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 }
 
-// newRig starts redis-server and a sidecar enforcing policies.
+// newRig starts redis-server and a sidecar enforcing policies, its fronts served with the
+// sidecar's default listener limits.
 func newRig(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLimitPolicy) *rig {
+	t.Helper()
+	return newRigWith(t, opts, httpserver.DefaultLimits(), policies...)
+}
+
+// serve runs srv (its handler and limits) on a loopback test listener.
+func serve(t *testing.T, srv *http.Server) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(srv.Handler)
+	ts.Config = srv
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// newRigWith is newRig with the fronts' listener limits.
+func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, policies ...*v1alpha1.RateLimitPolicy) *rig {
 	t.Helper()
 	srv := redistest.StartServer(t)
 	o := srv.Options()
@@ -74,10 +92,8 @@ func newRig(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLimitP
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.proxy = httptest.NewServer(sidecar.NewProxy(r.engine, u, logr.Discard()))
-	t.Cleanup(r.proxy.Close)
-	r.check = httptest.NewServer(&sidecar.CheckHandler{Engine: r.engine})
-	t.Cleanup(r.check.Close)
+	r.proxy = serve(t, httpserver.NewStreaming(sidecar.NewProxy(r.engine, u, logr.Discard()), limits))
+	r.check = serve(t, httpserver.New(&sidecar.CheckHandler{Engine: r.engine}, limits))
 	r.envoy = &sidecar.EnvoyServer{Engine: r.engine}
 	return r
 }
