@@ -18,6 +18,7 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	var w []string
 	w = append(w, hotSlotWarning(p)...)
 	w = append(w, failOpenWarning(p)...)
+	w = append(w, skipWarning(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
 	}
@@ -90,4 +91,20 @@ func layout(p *v1alpha1.RateLimitPolicy) string {
 		return ""
 	}
 	return p.Spec.KeyLayout.State
+}
+
+// skipWarning: onMissing Skip admits, uncounted, every request without an identity, so a
+// client escapes the limit by leaving its identity out (no header, a malformed token),
+// unless a Fixed source always yields one.
+func skipWarning(p *v1alpha1.RateLimitPolicy) []string {
+	id := p.Spec.Identity
+	if id.OnMissing != v1alpha1.MissingIdentitySkip {
+		return nil
+	}
+	for _, s := range id.Sources {
+		if s.Type == v1alpha1.IdentityFixed {
+			return nil
+		}
+	}
+	return []string{"spec.identity.onMissing: Skip admits every request for which no source yields an identity without counting it: a client escapes this limit by leaving its identity out (no header, a malformed token); use Shared (one budget for all of them) or Reject, unless a hop in front guarantees the identity"}
 }

@@ -57,6 +57,15 @@ var warningCases = []warningCase{
 		layout(p, "rl:${namespace}/${policy}:${identity}", "", 0)
 	}},
 
+	// onMissing Skip: leaving the identity out escapes the limit.
+	{name: "onMissing Skip", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Identity.OnMissing = v1alpha1.MissingIdentitySkip },
+		want: [][]string{{"spec.identity.onMissing: Skip", "a client escapes this limit by leaving its identity out"}}},
+	{name: "onMissing Skip with a Fixed fallback (never skips)", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Identity.OnMissing = v1alpha1.MissingIdentitySkip
+		p.Spec.Identity.Sources = append(p.Spec.Identity.Sources,
+			v1alpha1.IdentitySource{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "anon"}})
+	}},
+
 	// FailOpen on sensitive paths.
 	{name: "FailOpen on /login", mutate: onPaths(v1alpha1.FailureModeFailOpen, "/login"),
 		want: [][]string{{`spec.failureMode: FailOpen admits every request to "/login" while Redis is unavailable`, "FailClosed or LocalCap"}}},

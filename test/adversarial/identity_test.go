@@ -46,3 +46,49 @@ func TestMethodOverrideIsJudgedAsTheMethodRun(t *testing.T) {
 		t.Errorf("two override values: %d, want 400", got)
 	}
 }
+
+// Class: a Host spelled so that a host-scoped policy does not see it. Host names are
+// case-insensitive and may carry a port or a trailing dot; every spelling the upstream
+// serves as shop.example.com is judged by the policy for it.
+func TestHostSpellingsCannotWalkAroundALimit(t *testing.T) {
+	r := newRig(t, limiter.Options{}, newPolicy("shop", v1alpha1.AlgorithmGCRA, 2, time.Hour,
+		func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match.HTTP = []v1alpha1.HTTPMatch{{Hosts: []string{"shop.example.com"}}}
+		}))
+	forwarded := 0
+	for _, host := range []string{"shop.example.com", "SHOP.Example.COM", "shop.example.com.", "shop.example.com:8443", "Shop.Example.Com.:80"} {
+		req, err := http.NewRequest(http.MethodGet, r.proxy.URL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("X-API-Key", "mallory")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			forwarded++
+		}
+	}
+	if forwarded != 2 {
+		t.Errorf("5 spellings of shop.example.com: %d forwarded, want 2 (the limit)", forwarded)
+	}
+}
+
+// Class: escaping a limit by presenting no identity. onMissing Skip admits such requests
+// uncounted, which is what it is for, so the webhook warns; Shared and Reject count or
+// refuse them. Checked here: a client dropping its header gets nothing past Reject, and is
+// counted against one shared budget under Shared.
+func TestNoIdentityIsNoEscape(t *testing.T) {
+	shared := newPolicy("shared", v1alpha1.AlgorithmGCRA, 2, time.Hour, onPaths("/shared"),
+		func(s *v1alpha1.RateLimitPolicySpec) { s.Identity.OnMissing = v1alpha1.MissingIdentityShared })
+	r := newRig(t, limiter.Options{}, newPolicy("reject", v1alpha1.AlgorithmGCRA, 2, time.Hour, onPaths("/reject")), shared)
+	if got := r.count(3, http.MethodGet, "/reject"); got != 0 {
+		t.Errorf("Reject: %d requests without identity forwarded, want 0", got)
+	}
+	if got := r.count(5, http.MethodGet, "/shared"); got != 2 {
+		t.Errorf("Shared: %d of 5 requests without identity forwarded, want 2 (one shared budget)", got)
+	}
+}
