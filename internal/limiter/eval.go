@@ -33,10 +33,11 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 }
 
 // evalClusterBatch pipelines each primary's calls on that node's own connection, then sends
-// the calls a node redirected (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the script did not run)
-// one by one through the cluster client, which follows redirects. go-redis's own cluster
-// pipeline is not used: on a retryable error it re-sends the whole node batch, running
-// scripts that had already run (a double debit), measured during slot migrations.
+// the calls a node redirected (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY: the script did
+// not run; or a node client closed before sending) one by one through the cluster client,
+// which follows redirects. go-redis's own cluster pipeline is not used: on a retryable error
+// it re-sends the whole node batch, running scripts that had already run (a double debit),
+// measured during slot migrations.
 func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*call) {
 	byNode := map[*redis.Client][]*call{}
 	for _, c := range calls {
@@ -54,9 +55,9 @@ func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*cal
 	)
 	for node, group := range byNode {
 		wg.Go(func() { // the nodes answer in parallel
-			redirected := evalPipeline(ctx, node, group, true)
+			redirects := evalPipeline(ctx, node, group, true)
 			mu.Lock()
-			again = append(again, redirected...)
+			again = append(again, redirects...)
 			mu.Unlock()
 		})
 	}
@@ -64,19 +65,6 @@ func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*cal
 	for _, c := range again {
 		c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
 	}
-}
-
-// isRedirect reports a cluster reply after which the script did not run on this node.
-func isRedirect(err error) bool {
-	if err == nil {
-		return false
-	}
-	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // evalPipeline is evalBatch on one pipeline. With keepRedirects, the calls a cluster node
@@ -89,16 +77,16 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRed
 		}
 		return nil
 	})
-	var retry, redirected []*call
+	var retry, redirects []*call
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
 			retry = append(retry, calls[i])
 			continue
 		}
-		redirected = settle(calls[i], cmd, keepRedirects, redirected)
+		redirects = settle(calls[i], cmd, keepRedirects, redirects)
 	}
 	if len(retry) == 0 {
-		return redirected
+		return redirects
 	}
 	cmds = cmds[:len(retry)]
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -108,18 +96,18 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRed
 		return nil
 	})
 	for i, c := range retry {
-		redirected = settle(c, cmds[i], keepRedirects, redirected)
+		redirects = settle(c, cmds[i], keepRedirects, redirects)
 	}
-	return redirected
+	return redirects
 }
 
 // settle finishes c with the reply of cmd, or, for a cluster redirect when keepRedirects is
-// set, appends c to redirected instead.
-func settle(c *call, cmd *redis.Cmd, keepRedirects bool, redirected []*call) []*call {
+// set, appends c to redirects instead.
+func settle(c *call, cmd *redis.Cmd, keepRedirects bool, redirects []*call) []*call {
 	v, err := cmd.Result()
-	if keepRedirects && isRedirect(err) {
-		return append(redirected, c)
+	if keepRedirects && redirected(err) {
+		return append(redirects, c)
 	}
 	c.finish(v, err)
-	return redirected
+	return redirects
 }
