@@ -67,8 +67,17 @@ func TestKindOf(t *testing.T) {
 		if got := notRun(wrapped); got != tc.notRun {
 			t.Errorf("notRun(%v) = %v, want %v", tc.err, got, tc.notRun)
 		}
+		if got, want := (onceCmd{cmdWithErr(tc.err)}).NoRetry(), !tc.notRun; got != want {
+			t.Errorf("NoRetry after %v = %v, want %v", tc.err, got, want)
+		}
 	}
-	if KindOf(nil) != 0 || notRun(nil) {
+	if KindOf(nil) != 0 || notRun(nil) || (onceCmd{cmdWithErr(nil)}).NoRetry() != true {
 		t.Errorf("nil: kind %s, notRun %v", KindOf(nil), notRun(nil))
 	}
+}
+
+func cmdWithErr(err error) *redis.Cmd {
+	c := redis.NewCmd(context.Background(), "evalsha")
+	c.SetErr(err)
+	return c
 }

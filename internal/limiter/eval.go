@@ -8,11 +8,12 @@ import (
 )
 
 // evalOne runs one script call: EVALSHA, and on NOSCRIPT (first use, restart, SCRIPT FLUSH)
-// EVAL once with the body, which also caches it for the next EVALSHA.
-func evalOne(ctx context.Context, rdb redis.Scripter, s *Script, keys []string, args []any) (any, error) {
-	v, err := s.script.EvalSha(ctx, rdb, keys, args...).Result()
+// EVAL once with the body, which also caches it for the next EVALSHA. Each is sent at most
+// once (see onceCmd).
+func evalOne(ctx context.Context, rdb processor, s *Script, keys []string, args []any) (any, error) {
+	v, err := send(ctx, rdb, s.evalSHA(ctx, keys, args)).Result()
 	if isNoScript(err) {
-		v, err = s.script.Eval(ctx, rdb, keys, args...).Result()
+		v, err = send(ctx, rdb, s.eval(ctx, keys, args)).Result()
 	}
 	return v, err //nolint:wrapcheck // the caller wraps with the policy's name.
 }
@@ -73,7 +74,7 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRed
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = c.script.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			cmds[i] = send(ctx, pipe, c.script.evalSHA(ctx, c.keys, c.args))
 		}
 		return nil
 	})
@@ -91,7 +92,7 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRed
 	cmds = cmds[:len(retry)]
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range retry {
-			cmds[i] = c.script.script.Eval(ctx, pipe, c.keys, c.args...)
+			cmds[i] = send(ctx, pipe, c.script.eval(ctx, c.keys, c.args))
 		}
 		return nil
 	})
