@@ -33,12 +33,14 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 	evalPipeline(ctx, rdb, calls, false)
 }
 
-// evalClusterBatch pipelines each primary's calls on that node's own connection, then sends
-// the calls a node redirected (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY: the script did
-// not run; or a node client closed before sending) one by one through the cluster client,
-// which follows redirects. go-redis's own cluster pipeline is not used: on a retryable error
-// it re-sends the whole node batch, running scripts that had already run (a double debit),
-// measured during slot migrations.
+// evalClusterBatch pipelines each primary's calls on that node's own connection, the nodes in
+// parallel, and each node's goroutine then sends the calls that node redirected (MOVED, ASK,
+// TRYAGAIN, CLUSTERDOWN, READONLY: the script did not run; or a node client closed before
+// sending) one by one through the cluster client, which follows redirects. They go at once,
+// not after every node has answered: a stalled node must not hold up, and time out, calls
+// that belong to healthy ones. go-redis's own cluster pipeline is not used: on a retryable
+// error it re-sends the whole node batch, running scripts that had already run (a double
+// debit), measured during slot migrations.
 func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*call) {
 	byNode := map[*redis.Client][]*call{}
 	for _, c := range calls {
@@ -49,23 +51,15 @@ func evalClusterBatch(ctx context.Context, cc *redis.ClusterClient, calls []*cal
 		}
 		byNode[node] = append(byNode[node], c)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		again []*call
-	)
+	var wg sync.WaitGroup
 	for node, group := range byNode {
-		wg.Go(func() { // the nodes answer in parallel
-			redirects := evalPipeline(ctx, node, group, true)
-			mu.Lock()
-			again = append(again, redirects...)
-			mu.Unlock()
+		wg.Go(func() {
+			for _, c := range evalPipeline(ctx, node, group, true) {
+				c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
+			}
 		})
 	}
 	wg.Wait()
-	for _, c := range again {
-		c.finish(evalOne(ctx, cc, c.script, c.keys, c.args))
-	}
 }
 
 // evalPipeline is evalBatch on one pipeline. With keepRedirects, the calls a cluster node
