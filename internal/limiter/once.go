@@ -8,24 +8,27 @@ import (
 
 // At most once. A script call that Redis may have run is never sent again: after a lost
 // reply (EOF, reset, timeout) it fails, and the policy's failure mode answers. go-redis
-// resends a command in three places, and each asks the command first:
+// v9.23 resends a command in three places, and each asks the command first:
 //
-//   - Client (standalone, Sentinel, every Cluster node) resends after a retryable error while
-//     attempts remain, unless cmd.NoRetry() (redis.go, baseClient.processWithRetry: "err == nil
-//     || !retry || (cmd.NoRetry() && !forced)"); MaxRetries -1 already makes it one attempt.
-//   - Pipelines resend the whole batch unless one command says NoRetry (redis.go,
-//     generalProcessPipelineFrom: "... || cmdsContainNoRetry(cmds)").
-//   - ClusterClient's redirect loop, bounded by MaxRedirects and not by MaxRetries, resends
-//     after EOF and timeouts too, first to the same node, then to a re-resolved one
-//     (osscluster.go, ClusterClient.process: "if shouldRetry(lastErr, ...) && !cmd.NoRetry()").
-//     It follows MOVED and ASK (with ASKING) and retries after READONLY and a closed node
-//     client before it looks at NoRetry: none of those ran the script.
+//   - The cluster client's redirect loop, bounded by MaxRedirects and not by MaxRetries,
+//     resends after EOF and read timeouts too, first to the same node, then to a
+//     re-resolved one (osscluster.go, ClusterClient.process: "if shouldRetry(lastErr, ...)
+//     && !cmd.NoRetry()"). It follows MOVED and ASK (with ASKING) and retries after READONLY
+//     and a closed node client before it asks; none of those ran the script. The node
+//     client has stamped the attempt's error on the command by then (Client.Process), so
+//     NoRetry judges this attempt.
+//   - A Client (standalone, Sentinel, each Cluster node) resends while MaxRetries allows,
+//     unless NoRetry (redis.go, baseClient.processWithRetry: "(cmd.NoRetry() && !forced)").
+//     It asks before the attempt's error is stamped on the command, so a onceCmd is never
+//     resent there at all; redisconn's MaxRetries -1 makes it one attempt anyway.
+//   - A pipeline resends the whole batch unless one command says NoRetry (redis.go,
+//     generalProcessPipelineFrom: "|| cmdsContainNoRetry(cmds)").
 //
 // So every script call goes out as a onceCmd, whose NoRetry is true unless its error proves
 // the script had no effect (notRun: TRYAGAIN, CLUSTERDOWN, LOADING, ... or a connection never
-// made); go-redis keeps following redirects and retrying those. Client options cannot express
-// this: MaxRetries does not bound the cluster loop, and MaxRedirects 0 would stop MOVED and ASK
-// from being followed too.
+// made); the cluster loop keeps retrying those as before. Client options cannot express
+// this: MaxRetries does not bound the cluster loop, and MaxRedirects 0 would stop MOVED and
+// ASK from being followed too.
 type onceCmd struct{ *redis.Cmd }
 
 // NoRetry tells go-redis not to send the command again unless Redis said it did not run.

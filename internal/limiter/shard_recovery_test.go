@@ -30,7 +30,7 @@ const (
 	// srQuiet is how long the observer must see only Redis decisions to call the shard recovered.
 	srQuiet = time.Second
 	// srProbeEnd bounds the wait for every breaker probe to end once it has no purpose.
-	srProbeEnd = 5 * time.Second
+	srProbeEnd = 8 * time.Second
 )
 
 // TestShardBreakerRecoversAfterFailback: after the kill and promotion the shard is decided by
