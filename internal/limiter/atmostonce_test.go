@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -77,7 +78,8 @@ var amoPaths = []amoPath{
 }
 
 // TestScriptSentAtMostOnce: on standalone (a client as redisconn builds it, and one with
-// go-redis's default of 3 retries) and on a 3-primary Cluster, for every path and fault, the
+// go-redis's default of 3 retries) and on a 3-primary Cluster (node clients without retries,
+// as redisconn builds them, and with 3), for every path and fault, the
 // check is decided by its failure mode and the script ran once (zero times when the
 // connection dropped before it reached Redis).
 func TestScriptSentAtMostOnce(t *testing.T) {
@@ -85,7 +87,8 @@ func TestScriptSentAtMostOnce(t *testing.T) {
 	for _, env := range []func(t *testing.T) *amoEnv{
 		func(t *testing.T) *amoEnv { return amoStandalone(t, -1) },
 		func(t *testing.T) *amoEnv { return amoStandalone(t, 0) },
-		amoCluster,
+		func(t *testing.T) *amoEnv { return amoCluster(t, -1) },
+		func(t *testing.T) *amoEnv { return amoCluster(t, 3) },
 	} {
 		e := env(t)
 		t.Run(e.name, func(t *testing.T) {
@@ -224,17 +227,19 @@ func amoStandalone(t *testing.T, maxRetries int) *amoEnv {
 }
 
 // amoCluster is a 3-primary Cluster, each primary behind a proxy; its clients have the
-// options redisconn gives (context deadlines, no retries) with the test's read timeout.
-func amoCluster(t *testing.T) *amoEnv {
+// options redisconn gives (context deadlines) with maxRetries for the node clients and the
+// test's read timeout.
+func amoCluster(t *testing.T, maxRetries int) *amoEnv {
 	cluster := startClusterT(t)
 	proxies := faultproxy.StartSet(t, cluster.Addrs()...)
 	for _, s := range cluster.Primaries() {
 		amoPreload(t, s)
 	}
-	return &amoEnv{name: "cluster", proxies: proxies, servers: cluster.Primaries(), cluster: cluster,
+	return &amoEnv{name: fmt.Sprintf("cluster/MaxRetries=%d", maxRetries), proxies: proxies, servers: cluster.Primaries(),
+		cluster: cluster,
 		client: func(t *testing.T) redis.UniversalClient {
 			opts := cluster.ClusterOptions()
-			opts.Dialer, opts.MaxRetries, opts.ContextTimeoutEnabled = proxies.Dial, -1, true
+			opts.Dialer, opts.MaxRetries, opts.ContextTimeoutEnabled = proxies.Dial, maxRetries, true
 			opts.ReadTimeout = amoReadTimeout
 			c := redis.NewClusterClient(opts)
 			t.Cleanup(func() { _ = c.Close() })

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -47,15 +46,11 @@ func (k ErrorKind) String() string {
 	}
 }
 
-// replyClass is what one Redis error reply means: its kind, and whether the reply proves the
-// script had no effect, so that sending it again cannot debit twice.
-type replyClass struct {
-	kind   ErrorKind
-	notRun bool
-}
-
-// replyClasses classifies Redis error replies by their first word. A reply not listed is
-// KindCall: the node answered, so it is up, and the reply is about what the call sent.
+// replyKinds classifies Redis error replies by their first word. A reply not listed is
+// KindCall: the node answered, so it is up, and the reply is about what the call sent. "No
+// effect" says whether the reply proves the script changed nothing (it did not run, or
+// failed before its first write); only TRYAGAIN and CLUSTERDOWN make the limiter send the
+// call again (evalOne), NOSCRIPT makes it send EVAL, and go-redis follows MOVED and ASK.
 //
 //	reply        kind      no effect  why
 //	LOADING      node      yes        loading its data set: serves no one until done; PING says LOADING too
@@ -87,23 +82,23 @@ type replyClass struct {
 // the script may have run). A client go-redis has closed (it dropped the node from its slot
 // map) is KindTopology; the command was never sent. ErrCircuitOpen is KindNode (the node's
 // breaker is open), ErrOverloaded and a canceled context KindLocal.
-var replyClasses = map[string]replyClass{
-	"LOADING":     {KindNode, true},
-	"BUSY":        {KindNode, true},
-	"MASTERDOWN":  {KindNode, true},
-	"OOM":         {KindNode, true},
-	"NOREPLICAS":  {KindNode, true},
-	"MISCONF":     {KindNode, true},
-	"READONLY":    {KindTopology, true},
-	"CLUSTERDOWN": {KindTopology, true},
-	"MOVED":       {KindTopology, true},
-	"ASK":         {KindTopology, true},
-	"TRYAGAIN":    {KindTopology, true},
-	"NOSCRIPT":    {KindCall, true},
-	"CROSSSLOT":   {KindCall, true},
-	"NOPERM":      {KindCall, true},
-	"NOAUTH":      {KindCall, true},
-	"WRONGPASS":   {KindCall, true},
+var replyKinds = map[string]ErrorKind{
+	"LOADING":     KindNode,
+	"BUSY":        KindNode,
+	"MASTERDOWN":  KindNode,
+	"OOM":         KindNode,
+	"NOREPLICAS":  KindNode,
+	"MISCONF":     KindNode,
+	"READONLY":    KindTopology,
+	"CLUSTERDOWN": KindTopology,
+	"MOVED":       KindTopology,
+	"ASK":         KindTopology,
+	"TRYAGAIN":    KindTopology,
+	"NOSCRIPT":    KindCall,
+	"CROSSSLOT":   KindCall,
+	"NOPERM":      KindCall,
+	"NOAUTH":      KindCall,
+	"WRONGPASS":   KindCall,
 }
 
 // maxClients is the one ERR reply about the node rather than the call.
@@ -113,7 +108,7 @@ const maxClients = "ERR max number of clients reached"
 // another version, say), never the node's.
 var errBadReply = errors.New("unexpected script reply")
 
-// KindOf classifies an error of a Redis call (see ErrorKind and the table of replyClasses);
+// KindOf classifies an error of a Redis call (see ErrorKind and the table of replyKinds);
 // KindOf(nil) is 0.
 func KindOf(err error) ErrorKind {
 	switch {
@@ -128,43 +123,35 @@ func KindOf(err error) ErrorKind {
 	case errors.Is(err, redis.ErrClosed):
 		return KindTopology
 	}
-	if c, ok := classifyReply(err); ok {
-		return c.kind
+	if k, ok := replyKind(err); ok {
+		return k
 	}
 	return KindNode
 }
 
-// classifyReply looks up a Redis error reply in replyClasses; ok is false for an error that
-// is not a reply.
-func classifyReply(err error) (replyClass, bool) {
+// replyKind looks up a Redis error reply in replyKinds; ok is false for an error that is not
+// a reply.
+func replyKind(err error) (ErrorKind, bool) {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
-		return replyClass{}, false
+		return 0, false
 	}
 	msg := reply.Error()
 	if strings.HasPrefix(msg, maxClients) {
-		return replyClass{KindNode, true}, true
+		return KindNode, true
 	}
 	word, _, _ := strings.Cut(msg, " ")
-	if c, ok := replyClasses[word]; ok {
-		return c, true
+	if k, ok := replyKinds[word]; ok {
+		return k, true
 	}
-	return replyClass{kind: KindCall}, true
+	return KindCall, true
 }
 
-// notRun reports whether err proves the script call had no effect, so that sending it again
-// cannot debit twice: a reply of the table above marked so, a client closed before it sent
-// anything, a connection that could not be dialled or taken from the pool.
-func notRun(err error) bool {
-	if err == nil {
-		return false
-	}
-	if c, ok := classifyReply(err); ok {
-		return c.notRun
-	}
-	var op *net.OpError
-	return errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
-		errors.As(err, &op) && op.Op == "dial"
+// tryAgain reports a reply after which the same call may be sent again shortly: the script
+// did not run, and the slot is mid-migration (TRYAGAIN) or its cluster mid-failover
+// (CLUSTERDOWN).
+func tryAgain(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "CLUSTERDOWN"))
 }
 
 // redirected reports a Cluster reply after which the script did not run on this node and
@@ -175,6 +162,6 @@ func redirected(err error) bool {
 	if errors.Is(err, redis.ErrClosed) {
 		return true
 	}
-	c, ok := classifyReply(err)
-	return ok && c.kind == KindTopology
+	k, ok := replyKind(err)
+	return ok && k == KindTopology
 }

@@ -3,19 +3,52 @@ package limiter
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // evalOne runs one script call: EVALSHA, and on NOSCRIPT (first use, restart, SCRIPT FLUSH)
 // EVAL once with the body, which also caches it for the next EVALSHA. Each is sent at most
-// once (see onceCmd).
+// once (see onceCmd), unless Redis answers that it did not run it and to try again shortly
+// (TRYAGAIN during a slot migration, CLUSTERDOWN during a failover): then the call goes
+// again, up to maxAgain times with a growing pause, while ctx lasts.
 func evalOne(ctx context.Context, rdb processor, s *Script, keys []string, args []any) (any, error) {
+	for again := 0; ; again++ {
+		v, err := evalOnce(ctx, rdb, s, keys, args)
+		if !tryAgain(err) || again == maxAgain || !pause(ctx, againPause<<again) {
+			return v, err
+		}
+	}
+}
+
+const (
+	// maxAgain bounds the resends of one call after TRYAGAIN or CLUSTERDOWN (go-redis's
+	// default MaxRedirects, which bounded them before the limiter took them over).
+	maxAgain = 3
+	// againPause is the pause before the first resend; it doubles for each next one.
+	againPause = 8 * time.Millisecond
+)
+
+// evalOnce is EVALSHA, and EVAL after NOSCRIPT.
+func evalOnce(ctx context.Context, rdb processor, s *Script, keys []string, args []any) (any, error) {
 	v, err := send(ctx, rdb, s.evalSHA(ctx, keys, args)).Result()
 	if isNoScript(err) {
 		v, err = send(ctx, rdb, s.eval(ctx, keys, args)).Result()
 	}
 	return v, err //nolint:wrapcheck // the caller wraps with the policy's name.
+}
+
+// pause waits d, or reports false if ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func isNoScript(err error) bool {

@@ -14,25 +14,25 @@ import (
 //     resends after EOF and read timeouts too, first to the same node, then to a
 //     re-resolved one (osscluster.go, ClusterClient.process: "if shouldRetry(lastErr, ...)
 //     && !cmd.NoRetry()"). It follows MOVED and ASK (with ASKING) and retries after READONLY
-//     and a closed node client before it asks; none of those ran the script. The node
-//     client has stamped the attempt's error on the command by then (Client.Process), so
-//     NoRetry judges this attempt.
+//     and a closed node client before it asks; none of those ran the script.
 //   - A Client (standalone, Sentinel, each Cluster node) resends while MaxRetries allows,
-//     unless NoRetry (redis.go, baseClient.processWithRetry: "(cmd.NoRetry() && !forced)").
-//     It asks before the attempt's error is stamped on the command, so a onceCmd is never
-//     resent there at all; redisconn's MaxRetries -1 makes it one attempt anyway.
+//     unless NoRetry (redis.go, baseClient.processWithRetry: "(cmd.NoRetry() && !forced)";
+//     forced is a connection closed before the command was written).
 //   - A pipeline resends the whole batch unless one command says NoRetry (redis.go,
 //     generalProcessPipelineFrom: "|| cmdsContainNoRetry(cmds)").
 //
-// So every script call goes out as a onceCmd, whose NoRetry is true unless its error proves
-// the script had no effect (notRun: TRYAGAIN, CLUSTERDOWN, LOADING, ... or a connection never
-// made); the cluster loop keeps retrying those as before. Client options cannot express
-// this: MaxRetries does not bound the cluster loop, and MaxRedirects 0 would stop MOVED and
-// ASK from being followed too.
+// So every script call goes out as a onceCmd, whose NoRetry is always true. It cannot
+// depend on the error: a Client asks before it puts the attempt's error on the command, so
+// inside a node client's retries the command still carries the previous attempt's error (a
+// MOVED the cluster loop followed, say), which would permit resending after an EOF. The
+// replies after which the same call may go again because the script did not run, TRYAGAIN
+// and CLUSTERDOWN, are retried by evalOne itself. Client options cannot express this:
+// MaxRetries does not bound the cluster loop, and MaxRedirects 0 would stop MOVED and ASK
+// from being followed too.
 type onceCmd struct{ *redis.Cmd }
 
-// NoRetry tells go-redis not to send the command again unless Redis said it did not run.
-func (c onceCmd) NoRetry() bool { return !notRun(c.Err()) }
+// NoRetry tells go-redis never to send the command again on its own.
+func (onceCmd) NoRetry() bool { return true }
 
 // processor sends commands: a client, or a pipeline that queues them.
 type processor interface {
