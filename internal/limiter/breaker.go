@@ -11,8 +11,9 @@ import (
 // failures it opens, and checks go straight to the failure mode (well under a microsecond,
 // not a timeout each). While open, a background probe (PING with its own, longer timeout)
 // runs after cooldown, doubling the wait up to maxCooldown while it fails; its first success
-// closes the breaker. No caller's request is spent probing, and a probe that must dial a new
-// connection is not cut short by the per-check timeout.
+// (any answer that does not count against the node, see ErrorKind) closes the breaker. No
+// caller's request is spent probing, and a probe that must dial a new connection is not cut
+// short by the per-check timeout.
 type breaker struct {
 	threshold    int32
 	cooldown     time.Duration
@@ -66,7 +67,10 @@ func (b *breaker) recover() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.probeTimeout)
 		err := b.probe(ctx)
 		cancel()
-		if err == nil {
+		// Any answer but "I serve no one" (KindNode: no reply in time, LOADING, BUSY, ...) says
+		// the node is back: a PING the ACL user may not send is answered NOPERM by a node
+		// that is up, and waiting for a PONG would keep the breaker open for good.
+		if err == nil || KindOf(err) != KindNode {
 			b.failures.Store(0)
 			b.open.Store(false)
 			return

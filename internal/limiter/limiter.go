@@ -79,6 +79,7 @@ type Limiter struct {
 	shards  *shards // per-primary breakers on Redis Cluster
 	batch   *batcher
 	denies  *denyCache
+	stats   errorStats
 	// socketDeadlines is true when the client cuts socket reads at the context deadline
 	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
 	socketDeadlines bool
@@ -144,28 +145,49 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	keys := p.Keys(r.Identity, r.RequestID)
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
+		l.stats.circuitOpen.Add(1)
 		l.reloadSlots(ctx) // the shard may have failed over since its breaker opened
 		return l.fallback(p, r, ErrCircuitOpen, b)
 	}
 	v, err := l.eval(ctx, p, keys, r)
 	if err != nil {
-		// Our own timeout or a Redis error counts against Redis; a caller that went away
-		// (its context done) says nothing about Redis.
-		if ctx.Err() == nil {
-			b.failure(l.opts.Now())
-			l.reloadSlots(ctx)
-		}
+		l.failed(ctx, b, err)
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err), b)
 	}
 	b.success()
 	d, err := decodeReply(p, v)
 	if err != nil {
-		return l.fallback(p, r, err, b)
+		l.stats.count(KindCall)
+		return l.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b)
 	}
 	if l.denies != nil && !idempotent {
 		l.denies.put(p, r.Identity, r.Cost, d, now)
 	}
 	return d
+}
+
+// failed records what a failed call says about its node (see ErrorKind): only a node that did
+// not answer in time, or cannot serve anyone, counts against its breaker; a node that answered
+// about the call itself, or about the slot map, is healthy. A caller that went away (its
+// context done) says nothing about Redis.
+func (l *Limiter) failed(ctx context.Context, b *breaker, err error) {
+	if ctx.Err() != nil {
+		l.stats.count(KindLocal)
+		return
+	}
+	kind := KindOf(err)
+	l.stats.count(kind)
+	switch kind {
+	case KindNode:
+		b.failure(l.opts.Now())
+		l.reloadSlots(ctx)
+	case KindTopology:
+		b.success()
+		l.reloadSlots(ctx)
+	case KindCall:
+		b.success()
+	case KindLocal:
+	}
 }
 
 // eval sends the script call, through the batcher when pipelining is on. Timeout is enforced

@@ -195,14 +195,21 @@ func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
 // commandCalls parses the calls= count of one command from INFO commandstats (0 if absent).
 func commandCalls(t testing.TB, info, cmd string) int64 {
 	t.Helper()
+	return commandField(t, info, cmd, "calls")
+}
+
+// commandField parses one numeric field (calls, failed_calls, ...) of a command's line in
+// INFO commandstats (0 if absent).
+func commandField(t testing.TB, info, cmd, field string) int64 {
+	t.Helper()
 	prefix := "cmdstat_" + cmd + ":"
 	for line := range strings.Lines(info) {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
 		if !ok {
 			continue
 		}
-		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
+		for f := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
 					t.Fatalf("parse %q: %v", line, err)

@@ -401,11 +401,11 @@ func TestSingleLimitAdmissionIsOneInteger(t *testing.T) {
 	for _, alg := range algorithms {
 		p := newPolicy(t, alg, FailOpen, perHour("hourly", 1))
 		keys, args := p.Keys("a", ""), p.Args(Request{Identity: "a", Cost: 1})
-		v, err := p.Script().script.Run(ctx, rdb, keys, args...).Result()
+		v, err := evalOne(ctx, rdb, p.Script(), keys, args)
 		if _, ok := v.(int64); err != nil || !ok {
 			t.Errorf("%s: admission replied %T %v (%v), want one integer", alg, v, v, err)
 		}
-		v, err = p.Script().script.Run(ctx, rdb, keys, args...).Result()
+		v, err = evalOne(ctx, rdb, p.Script(), keys, args)
 		if _, ok := v.([]any); err != nil || !ok {
 			t.Errorf("%s: denial replied %T %v (%v), want a table", alg, v, v, err)
 		}

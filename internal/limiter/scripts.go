@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Algorithm is a counting algorithm; the names match the RateLimitPolicy API.
@@ -49,7 +47,8 @@ type Script struct {
 	// SlidingWindow keeps both of its windows in one key).
 	KeysPerLimit int
 
-	script *redis.Script
+	// shaArg and srcArg are SHA and Source as command arguments, boxed once.
+	shaArg, srcArg any
 }
 
 var scripts = mustLoadScripts()
@@ -69,8 +68,9 @@ func mustLoadScripts() map[Algorithm]*Script {
 	} {
 		src := compose(mustRead("lua/"+s.name+".lua"), driver, s.keys)
 		sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
-		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src,
-			SHA: hex.EncodeToString(sum[:]), KeysPerLimit: s.keys, script: redis.NewScript(src)}
+		sha := hex.EncodeToString(sum[:])
+		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src, SHA: sha, KeysPerLimit: s.keys,
+			shaArg: sha, srcArg: src}
 	}
 	return out
 }
