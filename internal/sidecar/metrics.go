@@ -61,7 +61,40 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelined_checks_total",
 			Help: "Checks the limiter sent to Redis in pipelines."},
 			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
+	m.registerErrorKinds(reg)
 	return m
+}
+
+// errorKinds are the labels of ratelimit_sidecar_redis_check_errors_total and where each
+// count comes from.
+var errorKinds = []struct {
+	kind  string
+	count func(limiter.ErrorStats) uint64
+}{
+	{"node", func(s limiter.ErrorStats) uint64 { return s.Node }},
+	{"topology", func(s limiter.ErrorStats) uint64 { return s.Topology }},
+	{"call", func(s limiter.ErrorStats) uint64 { return s.Call }},
+	{"local", func(s limiter.ErrorStats) uint64 { return s.Local }},
+	{"circuit_open", func(s limiter.ErrorStats) uint64 { return s.CircuitOpen }},
+}
+
+// registerErrorKinds exports the limiter's ErrorStats: checks Redis did not decide, by why.
+// "call" errors (CROSSSLOT, NOPERM, script errors) are one policy's fault and never open a
+// node's breaker; "node" errors do.
+func (m *Metrics) registerErrorKinds(reg prometheus.Registerer) {
+	for _, k := range errorKinds {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_check_errors_total",
+			Help:        "Checks Redis did not decide, by kind: node (no answer in time, or a node that serves no one), topology (a stale slot map), call (the call's or its policy's own fault: CROSSSLOT, NOPERM, script errors), local (queue full, caller gone), circuit_open.",
+			ConstLabels: prometheus.Labels{"kind": k.kind}},
+			func() float64 {
+				if e := m.pipelined.Load(); e != nil {
+					if l := e.limiter(); l != nil {
+						return float64(k.count(l.ErrorStats()))
+					}
+				}
+				return 0
+			}))
+	}
 }
 
 // CountPipelines exports the pipelines of e's limiter (once it has one; it is set once).

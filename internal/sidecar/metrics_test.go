@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
 // TestPipelineMetrics exports what the limiter's pipelines carried: every check of 32
@@ -50,4 +52,41 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// TestRedisErrorKindMetrics exports why Redis did not decide: a check whose keys its Redis
+// user may not touch (NOPERM, the policy's own fault) is counted as kind "call", and never
+// as a node fault.
+func TestRedisErrorKindMetrics(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client()
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "fenced", "on", ">pw", "~{elsewhere:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := srv.Options()
+	o.ContextTimeoutEnabled, o.Username, o.Password = true, "fenced", "pw"
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	rig := scStartOn(t, srv, rdb, limiter.Options{}, scPolicy("orders", 10))
+	e := rig.store.Current().Policy("orders")
+	for i := range 8 {
+		if o := rig.engine.Decide(t.Context(), "test", e, sidecar.Check{Identity: "k", HasIdentity: true, Cost: 1}); !o.Decision.WithoutRedis() {
+			t.Fatalf("check %d decided by Redis; want NOPERM answered by the failure mode", i)
+		}
+	}
+	kinds := map[string]float64{}
+	mfs, err := rig.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "ratelimit_sidecar_redis_check_errors_total" {
+			for _, m := range mf.GetMetric() {
+				kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if kinds["call"] != 8 || kinds["node"] != 0 || kinds["circuit_open"] != 0 {
+		t.Errorf("ratelimit_sidecar_redis_check_errors_total by kind %v: want call 8, node 0, circuit_open 0", kinds)
+	}
 }
