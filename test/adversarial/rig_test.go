@@ -27,9 +27,11 @@ const ns = "shop"
 // rig is a sidecar's engine on a real redis-server, with its reverse proxy in front of an
 // upstream that records what it was sent, and its check API.
 type rig struct {
-	t        *testing.T
-	redis    *redistest.Server
-	rdb      *redis.Client
+	t *testing.T
+	// redis and rdb are the standalone server and its client (nil on other topologies).
+	redis     *redistest.Server
+	rdb       *redis.Client
+	redisAddr string
 	store    *sidecar.Store
 	engine   *sidecar.Engine
 	proxy    *httptest.Server
@@ -72,9 +74,19 @@ func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, po
 	t.Helper()
 	srv := redistest.StartServer(t)
 	o := srv.Options()
-	o.ContextTimeoutEnabled = true
+	o.ContextTimeoutEnabled, o.MaxRetries = true, -1 // as redisconn builds it
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
+	r := newRigOn(t, rdb, srv.Addr(), opts, limits, policies...)
+	r.redis, r.rdb = srv, rdb
+	return r
+}
+
+// newRigOn is a sidecar on the Redis client rdb (any topology); redisAddr is what the
+// snapshot names.
+func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts limiter.Options, limits httpserver.Limits,
+	policies ...*v1alpha1.RateLimitPolicy) *rig {
+	t.Helper()
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second // a loaded machine must not turn semantics into failure modes
 	}
@@ -83,7 +95,7 @@ func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, po
 		t.Fatal(err)
 	}
 	t.Cleanup(lim.Close)
-	r := &rig{t: t, redis: srv, rdb: rdb, store: &sidecar.Store{Namespace: ns}, upstream: &recorder{}}
+	r := &rig{t: t, redisAddr: redisAddr, store: &sidecar.Store{Namespace: ns}, upstream: &recorder{}}
 	r.engine = &sidecar.Engine{Store: r.store, Limiter: lim}
 	r.load(policies...)
 	up := httptest.NewServer(r.upstream)
@@ -102,7 +114,7 @@ func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, po
 // sidecar.
 func (r *rig) load(policies ...*v1alpha1.RateLimitPolicy) {
 	r.t.Helper()
-	if err := r.store.Load(snapshottest.Document(r.t, ns, r.redis.Addr(), policies...), "test"); err != nil {
+	if err := r.store.Load(snapshottest.Document(r.t, ns, r.redisAddr, policies...), "test"); err != nil {
 		r.t.Fatal(err)
 	}
 }
