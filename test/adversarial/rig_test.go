@@ -32,12 +32,12 @@ type rig struct {
 	redis     *redistest.Server
 	rdb       *redis.Client
 	redisAddr string
-	store    *sidecar.Store
-	engine   *sidecar.Engine
-	proxy    *httptest.Server
-	check    *httptest.Server
-	envoy    *sidecar.EnvoyServer
-	upstream *recorder
+	store     *sidecar.Store
+	engine    *sidecar.Engine
+	proxy     *httptest.Server
+	check     *httptest.Server
+	envoy     *sidecar.EnvoyServer
+	upstream  *recorder
 }
 
 // recorder is the upstream: it counts the requests it gets and remembers the last one.
