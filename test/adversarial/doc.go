@@ -1,8 +1,37 @@
 // Package adversarial tries the limiter the way an attacker and an ordinary operator would:
 // a client trying to get more than its quota, a tenant trying to hurt another caller, an
 // operator editing policies under load, Redis failing halfway. Every case runs the real
-// sidecar code (engine, reverse proxy, check API, Envoy RLS front, limiter) against real
-// redis-server processes, and asserts what the attacker got: requests forwarded, quota
-// spent, figures reported. Each case names the class it belongs to; the regressions of
-// issue 13 have one case per class, the rest are classes found while hardening.
+// sidecar code (engine, reverse proxy, check API, limiter, listener limits) against real
+// redis-server processes (standalone and Cluster), and asserts what the attacker got:
+// requests forwarded, quota spent, figures reported, memory kept.
+//
+// The classes of issue 13, one case each (and the case's file):
+//
+//   - a path spelled so limiter and upstream disagree (TestPathSpellingsCannotWalkAroundALimit, http)
+//   - an idempotency key as a free pass (TestReusedIdempotencyKeyIsNoFreePass, idempotency)
+//   - an edit corrupting live identities (TestRaisingAPeriodDoesNotLockCallersOut, limits)
+//   - rounding or truncation admitting more (TestUnrepresentableLimitsRefused, limits)
+//   - one bad policy as an outage (TestOneUncompilablePolicyIsNoOutage, limits;
+//     TestOnePolicysFailingKeysAreNoOutage, faults)
+//   - a script sent twice after a lost reply (TestLostReplyIsNeverResentOnCluster, faults)
+//   - a breaker that never closes (TestShardRecoversAfterItsPrimaryFailsBack, faults)
+//   - memory a client controls (TestHugeIdentitiesKeepBoundedMemory, memory)
+//   - the smaller holes: ambiguous headers and lower-case bearer (TestAmbiguousHeadersAreRefused),
+//     slow and oversized clients (TestSlowAndOversizedClientsAreCutOff), the forwarded-for
+//     chain (TestForwardedForIsAppendedAndShortChainsNotTrusted), a snapshot file with two
+//     limits of one name (TestSnapshotFileWithDuplicateLimitNamesRefused)
+//
+// Classes found while hardening, beyond the issue's list:
+//
+//   - one policy's idempotency record replayed for another (TestIdempotencyRecordNotSharedAcrossPolicies)
+//   - one identity source spending another's quota (TestIdentitySourcesCannotImpersonateEachOther)
+//   - a method override running another handler (TestMethodOverrideIsJudgedAsTheMethodRun)
+//   - HEAD served by the GET handler (TestHeadIsJudgedAsGet)
+//   - hop-by-hop headers the upstream never receives (TestHopByHopHeadersDoNotCount)
+//   - host spellings (TestHostSpellingsCannotWalkAroundALimit)
+//   - escaping by presenting no identity (TestNoIdentityIsNoEscape)
+//   - an invalid edit lifting an enforced limit (TestInvalidEditKeepsTheLastValidVersion)
+//   - edits under load (TestEditsUnderLoadNeverOverAdmit)
+//   - Redis killed mid-burst (TestRedisKilledMidBurstNeverOverAdmits)
+//   - SCRIPT FLUSH mid-burst (TestScriptFlushMidBurstAdmitsExactlyTheLimit)
 package adversarial

@@ -165,3 +165,34 @@ func TestForwardedForIsAppendedAndShortChainsNotTrusted(t *testing.T) {
 		t.Errorf("5 requests with forged one-hop chains: %d forwarded, want 2 (all counted as the peer)", forwarded)
 	}
 }
+
+// Class: headers the limiter reads but the upstream never receives. A header the Connection
+// header names is hop-by-hop: Go's proxy drops it. Read by the limiter, it let a client pick
+// a fresh identity per request, or replay one Idempotency-Key ("nothing debited") for
+// requests the upstream never saw as retries.
+func TestHopByHopHeadersDoNotCount(t *testing.T) {
+	r := newRig(t, limiter.Options{}, newPolicy("pay", v1alpha1.AlgorithmGCRA, 2, time.Hour, idempotent,
+		func(s *v1alpha1.RateLimitPolicySpec) { s.Identity.OnMissing = v1alpha1.MissingIdentityShared }))
+	forwarded := 0
+	for i := range 5 {
+		if r.send(http.MethodPost, "/pay", "Connection", "X-API-Key, Idempotency-Key",
+			"X-API-Key", fmt.Sprintf("fresh-%d", i), "Idempotency-Key", "same") == http.StatusOK {
+			forwarded++
+		}
+	}
+	if forwarded != 2 {
+		t.Errorf("fresh hop-by-hop identities with one hop-by-hop id: %d of 5 forwarded, want 2 (one shared budget)", forwarded)
+	}
+}
+
+// Class: a method the upstream serves with another method's handler. Servers answer HEAD by
+// running the GET handler, so a GET policy must govern HEAD too.
+func TestHeadIsJudgedAsGet(t *testing.T) {
+	r := newRig(t, limiter.Options{}, newPolicy("report", v1alpha1.AlgorithmGCRA, 2, time.Hour,
+		func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/report"}, Methods: []v1alpha1.HTTPMethod{"GET"}}}
+		}))
+	if got := r.count(4, http.MethodHead, "/report", "X-API-Key", "mallory"); got != 2 {
+		t.Errorf("HEAD on a GET policy: %d of 4 forwarded, want 2", got)
+	}
+}

@@ -3,14 +3,17 @@ package adversarial
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
@@ -107,4 +110,63 @@ func (r *rig) checkAPI(t *testing.T, req sidecar.CheckRequest) sidecar.CheckResp
 		t.Fatalf("check API answered %d: %v", resp.StatusCode, err)
 	}
 	return out
+}
+
+// Class: a hand-written snapshot (--snapshot-file) carrying what the API refuses (issue 13,
+// item 9): two limits of one name would share one key. The sidecar refuses that policy alone;
+// the rest of the file is enforced.
+func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
+	good := newPolicy("good", v1alpha1.AlgorithmFixedWindow, 3, time.Hour, onPaths("/good"))
+	dup := newPolicy("dup", v1alpha1.AlgorithmFixedWindow, 3, time.Hour, onPaths("/dup"))
+	s := snapshottest.Build(t, ns, "127.0.0.1:6379", good, dup)
+	for i := range s.Policies {
+		if s.Policies[i].Name == "dup" {
+			l := s.Policies[i].Limits[0]
+			l.Requests = 1000
+			s.Policies[i].Limits = append(s.Policies[i].Limits, l) // same name, other rate
+		}
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &sidecar.Store{Namespace: ns}
+	if err := store.Load(doc, "file"); err != nil {
+		t.Fatalf("the file refused whole: %v", err)
+	}
+	if set := store.Current(); set.Policy("dup") != nil || set.Policy("good") == nil || set.Refused() != 1 {
+		t.Fatalf("dup loaded %v, good loaded %v, refused %d; want only dup refused", set.Policy("dup") != nil, set.Policy("good") != nil, set.Refused())
+	}
+}
+
+// Class: an edit that does not compile lifting an enforced limit. Stored without the webhook
+// (down, or a rule added by an upgrade), the policy was dropped from the snapshot: the limit
+// vanished. The controller builds over what is published and keeps the last valid entry
+// (the envtest suite runs the whole loop: test/envtestcontroller TestInvalidEditKeepsLastValidVersion).
+func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
+	valid := newPolicy("login", v1alpha1.AlgorithmGCRA, 5, time.Minute)
+	valid.UID = "uid-1"
+	published, owners, err := controller.Build(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+		[]v1alpha1.RateLimitPolicy{*valid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := valid.DeepCopy()
+	broken.Spec.Limits[0].Period.Duration = 1500 * time.Microsecond // not whole milliseconds
+	last := controller.Published{Snapshot: published, Owners: owners}
+	next, _, err := controller.BuildOver(ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Policies) != 1 || !reflect.DeepEqual(next.Policies[0], published.Policies[0]) {
+		t.Fatalf("after an invalid edit the snapshot holds %+v, want the last valid entry %+v", next.Policies, published.Policies)
+	}
+	recreated := broken.DeepCopy()
+	recreated.UID = "uid-2" // deleted and created again: it inherits nothing
+	if next, _, _ := controller.BuildOver(ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
+		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
+	}
 }
