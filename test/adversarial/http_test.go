@@ -132,7 +132,7 @@ func (r *rig) heldOpen(t *testing.T, partial string, wait time.Duration) (closed
 	for {
 		if _, err := conn.Read(buf); err != nil {
 			var ne net.Error
-			return !(errors.As(err, &ne) && ne.Timeout())
+			return !errors.As(err, &ne) || !ne.Timeout()
 		}
 	}
 }
