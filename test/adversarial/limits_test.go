@@ -77,13 +77,7 @@ func TestOneUncompilablePolicyIsNoOutage(t *testing.T) {
 			s.Policies[i].Limits[0].PeriodMs = 0 // as a newer controller or a hand edit might
 		}
 	}
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := resealed(t, s)
 	store := &sidecar.Store{Namespace: ns}
 	if err := store.Load(doc, "new pod"); err != nil {
 		t.Fatalf("a new pod refused the namespace's snapshot for one bad policy: %v", err)
@@ -126,13 +120,7 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 			s.Policies[i].Limits = append(s.Policies[i].Limits, l) // same name, other rate
 		}
 	}
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := resealed(t, s)
 	store := &sidecar.Store{Namespace: ns}
 	if err := store.Load(doc, "file"); err != nil {
 		t.Fatalf("the file refused whole: %v", err)
@@ -169,4 +157,18 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	if next, _, _ := controller.BuildOver(ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
+}
+
+// resealed is s, edited by hand, sealed again and encoded, as a hand-written snapshot file
+// (or a newer controller) could present it.
+func resealed(t *testing.T, s *snapshot.Snapshot) []byte {
+	t.Helper()
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
