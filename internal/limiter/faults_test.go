@@ -22,7 +22,7 @@ func TestScriptFlushDuringLoad(t *testing.T) {
 		t.Run(fmt.Sprintf("pipelining=%v", pipelining), func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			admin := srv.Client()
-			l := newLimiter(t, srv.Client(), Options{Pipelining: pipelining, Timeout: time.Second})
+			l := newLimiter(t, srv.Client(), Options{Pipelining: pipelining, Timeout: 3 * time.Second})
 			policies := make([]*Policy, len(algorithms))
 			for i, alg := range algorithms {
 				policies[i] = newPolicy(t, alg, FailOpen, perHour("hourly", 1_000_000))
