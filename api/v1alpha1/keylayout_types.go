@@ -4,7 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// KeyLayout is the Redis keys a policy's script touches. Templates may use ${namespace},
+// KeyLayout is the Redis keys a policy's script touches. Every template must begin with the
+// hash tag's brace, the installation's key prefix (the manager's --key-prefix, "rl:" by
+// default) and "${namespace}/", for example "{rl:${namespace}/${policy}:${identity}}:${limit}":
+// so a policy can only ever name keys of its own namespace. Templates may use ${namespace},
 // ${policy}, ${identity} (the encoded caller identity), ${limit} (the limit name) and, in the
 // idempotency template, ${requestId}; ${slot} is still accepted and expands empty (it named
 // SlidingWindow's two window keys, which are now one). Every

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -43,6 +45,7 @@ type options struct {
 	webhookHost   string
 	webhookPort   int
 	certDir       string
+	keyPrefix     string
 	redis         redisconn.Options
 	zap           zap.Options
 }
@@ -67,6 +70,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Serve the RateLimitPolicy admission webhooks (needs tls.crt and tls.key in --webhook-cert-dir).")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (default: every interface).")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	fs.StringVar(&o.keyPrefix, "key-prefix", keylayout.DefaultPrefix,
+		"Prefix of every Redis key: each key of namespace NS begins with {<prefix>NS/, and policies naming any other key are refused. Characters [A-Za-z0-9._:-], ending with ':'.")
 	fs.DurationVar(&o.scriptResync, "script-resync", 10*time.Second,
 		"How often the Lua scripts are checked on every Redis primary (SCRIPT EXISTS) and reloaded after a restart or SCRIPT FLUSH.")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
@@ -91,6 +96,10 @@ func run(o options) error {
 	if err := o.redis.Validate(); err != nil {
 		return fmt.Errorf("redis flags: %w", err)
 	}
+	if err := keylayout.ValidatePrefix(o.keyPrefix); err != nil {
+		return fmt.Errorf("--key-prefix: %w", err)
+	}
+	rules := policy.Rules{KeyPrefix: o.keyPrefix}
 	rdb, err := redisconn.NewClient(o.redis)
 	if err != nil {
 		return fmt.Errorf("redis client: %w", err)
@@ -100,11 +109,11 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, o.redis.Topology(), o.scriptResync); err != nil {
+	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
 	if o.webhooks {
-		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr); err != nil {
+		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)
 		}
 	}

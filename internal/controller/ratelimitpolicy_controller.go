@@ -42,6 +42,8 @@ type PolicyReconciler struct {
 	Snapshots *SnapshotReconciler
 	// Recorder emits events on Ready transitions.
 	Recorder events.EventRecorder
+	// Rules are the installation's validation settings (the key prefix), as the webhook's.
+	Rules policy.Rules
 
 	ready readyTracker
 }
@@ -80,8 +82,8 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
 	defaulted := p.DeepCopy()
-	policy.Default(defaulted)
-	compiled, errs := policy.Compile(defaulted)
+	r.Rules.Default(defaulted)
+	compiled, errs := r.Rules.Compile(defaulted)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}

@@ -12,25 +12,34 @@ import (
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
+// Config is what the controllers need of the manager's flags beyond Redis.
+type Config struct {
+	// Resync is how often the scripts on every Redis primary are checked and repaired.
+	Resync time.Duration
+	// Rules are the installation's validation settings (the key prefix), the webhook's too.
+	Rules policy.Rules
+}
+
 // Setup registers the script loader, the snapshot controller and the policy controller.
-func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology, resync time.Duration) error {
+func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology, cfg Config) error {
 	recorder := mgr.GetEventRecorder("ratelimit-operator")
-	loader := &ScriptLoader{Client: rdb, Resync: resync, Log: mgr.GetLogger().WithName("scripts"),
+	loader := &ScriptLoader{Client: rdb, Resync: cfg.Resync, Log: mgr.GetLogger().WithName("scripts"),
 		OnReload: reloadEvents(mgr.GetClient(), recorder)}
 	if err := mgr.Add(loader); err != nil {
 		return fmt.Errorf("add script loader: %w", err)
 	}
-	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Redis: snapshot.Redis{
+	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Redis: snapshot.Redis{
 		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
 	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
-		Recorder: recorder}
+		Recorder: recorder, Rules: cfg.Rules}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
 	}

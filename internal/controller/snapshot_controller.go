@@ -37,6 +37,8 @@ type SnapshotReconciler struct {
 	client.Client
 	// Redis is the topology published to sidecars (never credentials).
 	Redis snapshot.Redis
+	// Rules are the installation's validation settings (the key prefix), as the webhook's.
+	Rules policy.Rules
 	// CoalesceDelay is how long policy events wait to be merged. Default 250ms.
 	CoalesceDelay time.Duration
 
@@ -78,7 +80,7 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("list policies in %s: %w", ns, err)
 	}
-	snap, owners, err := BuildOver(ns, r.Redis, list.Items, r.lastPublished(ctx, ns))
+	snap, owners, err := BuildOver(r.Rules, ns, r.Redis, list.Items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return err
 	}
@@ -131,23 +133,24 @@ func (p Published) entry(name string, uid types.UID) (snapshot.Policy, bool) {
 // webhook still work) into a sealed snapshot, skipping invalid and deleting ones, and returns
 // the owner references of the policies it holds.
 func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
-	return BuildOver(ns, redis, items, Published{})
+	return BuildOver(policy.Rules{}, ns, redis, items, Published{})
 }
 
 // BuildOver is Build over what is published: a policy that no longer compiles (an edit
 // that bypassed the webhook, or a rule added by an upgrade) keeps the entry last published
 // for it, so a bad edit never silently removes a limit that was enforced; its status says
 // it is invalid and that its last valid version stays in force.
-func BuildOver(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-	snap := &snapshot.Snapshot{Namespace: ns, Redis: redis, Scripts: []snapshot.Script{}, Policies: []snapshot.Policy{}}
+	snap := &snapshot.Snapshot{Namespace: ns, KeyPrefix: rules.Prefix(), Redis: redis, Scripts: []snapshot.Script{},
+		Policies: []snapshot.Policy{}}
 	var owners []metav1.OwnerReference
 	scripts := map[string]string{}
 	for i := range items {
 		if !items[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		entry, ok := buildEntry(&items[i], last)
+		entry, ok := buildEntry(rules, ns, &items[i], last)
 		if !ok {
 			continue
 		}
@@ -167,15 +170,23 @@ func BuildOver(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy
 }
 
 // buildEntry is the snapshot entry of item: compiled, or, when it does not compile, the
-// entry last published for it (ok false when there is none).
-func buildEntry(item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Policy, bool) {
+// entry last published for it, if that one still holds under rules (ok false otherwise: a
+// policy that breaks the key scope, say, loses its entry rather than keep keys outside it).
+func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Policy, bool) {
 	p := item.DeepCopy()
-	policy.Default(p)
-	compiled, errs := policy.Compile(p)
-	if len(errs) > 0 {
-		return last.entry(p.Name, p.UID)
+	rules.Default(p)
+	compiled, errs := rules.Compile(p)
+	if len(errs) == 0 {
+		return policy.Snapshot(p, compiled), true
 	}
-	return policy.Snapshot(p, compiled), true
+	kept, ok := last.entry(p.Name, p.UID)
+	if !ok || kept.InScope(rules.Prefix()) != nil {
+		return snapshot.Policy{}, false
+	}
+	if _, err := kept.Compile(ns); err != nil {
+		return snapshot.Policy{}, false
+	}
+	return kept, true
 }
 
 // lastPublished reads the namespace's ConfigMap; nothing when it is absent, unreadable or

@@ -140,3 +140,45 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("rewritten: resourceVersion %s -> %s", first.ResourceVersion, again.ResourceVersion)
 	}
 }
+
+// TestBuildPublishesTheKeyPrefix: the snapshot carries the installation's key prefix (so
+// sidecars check every entry against it), defaulted layouts begin with it, and a layout
+// written for another prefix is left out.
+func TestBuildPublishesTheKeyPrefix(t *testing.T) {
+	rules := policy.Rules{KeyPrefix: "acme:"}
+	other := testPolicy("shop", "other", 5)
+	other.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}/${policy}:${identity}}:${limit}"}
+	s, _, err := BuildOver(rules, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+		[]v1alpha1.RateLimitPolicy{testPolicy("shop", "orders", 5), other}, Published{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KeyPrefix != "acme:" || len(s.Policies) != 1 || s.Policies[0].Name != "orders" ||
+		s.Policies[0].StateKey != "{acme:${namespace}/${policy}:${identity}}:${limit}" {
+		t.Fatalf("snapshot prefix %q, policies %+v; want acme: and only orders, on the acme: default layout", s.KeyPrefix, s.Policies)
+	}
+	if err := s.Policies[0].InScope(s.Prefix()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBuildDropsAnOutOfScopeLastEntry: a policy published before the key scope rule existed
+// with keys outside its namespace's scope (here another namespace's) no longer compiles; its
+// last published entry is not kept, since it is out of scope too: the policy is left out.
+func TestBuildDropsAnOutOfScopeLastEntry(t *testing.T) {
+	old := testPolicy("shop", "legacy", 5)
+	legacy := entryOf(t, old)
+	legacy.StateKey = "{rl:search:${identity}}:${limit}"
+	last := Published{Snapshot: &snapshot.Snapshot{Namespace: "shop", Policies: []snapshot.Policy{legacy}},
+		Owners: []metav1.OwnerReference{{Name: "legacy", UID: old.UID}}}
+	stored := old.DeepCopy()
+	stored.Spec.KeyLayout = &v1alpha1.KeyLayout{State: legacy.StateKey}
+	s, _, err := BuildOver(policy.Rules{}, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+		[]v1alpha1.RateLimitPolicy{*stored}, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Policies) != 0 {
+		t.Fatalf("an out-of-scope policy kept its out-of-scope entry: %+v", s.Policies)
+	}
+}

@@ -61,10 +61,11 @@ func limits(in []v1alpha1.Limit) []limiter.Limit {
 }
 
 // Compile checks a defaulted policy with the limiter's own rules (the ones its scripts need)
-// plus the API rules the schema cannot express, and returns the compiled policy or every
-// problem with its field path.
-func Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
+// plus the API rules the schema cannot express, among them the key scope of r, and returns
+// the compiled policy or every problem with its field path.
+func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
 	errs := checkSpec(&p.Spec)
+	errs = append(errs, r.checkScope(&p.Spec)...)
 	c := Config(p)
 	if c.TTL == 0 { // already reported as required; do not report it twice as too short
 		c.TTL = limiter.Horizon(c.Algorithm, c.Limits)

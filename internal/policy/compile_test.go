@@ -287,6 +287,23 @@ var rejectCases = []rejectCase{
 		mutate: func(p *v1alpha1.RateLimitPolicy) { twoWindows(p); layout(p, "{${identity}}:${limit}", "", 0) },
 		field:  "spec.keyLayout.state", msgs: []string{"expands to the empty tag {} when ${identity} is empty"}},
 
+	// Key scope: every key of a policy lives under its namespace's prefix.
+	{name: "another namespace's keys",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:victim/payments:${identity}}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`"{rl:victim/payments:${identity}}:${limit}" must begin with "{rl:${namespace}/"`, "another namespace's keys"}},
+	{name: "an application's own keys",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "app:session:${identity}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`must begin with "{rl:${namespace}/"`}},
+	{name: "a constant key",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { fixedOnly(p); layout(p, "{rl:global}:${limit}", "", 0) },
+		field:  "spec.keyLayout.state", msgs: []string{`must begin with "{rl:${namespace}/"`}},
+	{name: "idempotency keys outside the scope",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			idempotent(p)
+			layout(p, "", "{rl:victim/x:${identity}}:idem:${requestId}", 0)
+		},
+		field: "spec.keyLayout.idempotency", msgs: []string{`must begin with "{rl:${namespace}/"`}},
+
 	// LocalCap needs its cap.
 	{name: "LocalCap without localCap",
 		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.FailureMode = v1alpha1.FailureModeLocalCap },
@@ -401,10 +418,9 @@ type acceptCase struct {
 
 var acceptCases = []acceptCase{
 	{"base", func(*v1alpha1.RateLimitPolicy) {}},
-	{"single key without a hash tag", func(p *v1alpha1.RateLimitPolicy) {
-		layout(p, "rl:${namespace}/${policy}:${identity}", "", 0)
+	{"identity ending the key", func(p *v1alpha1.RateLimitPolicy) {
+		layout(p, "{rl:${namespace}/${policy}}:${limit}:${identity}", "", 0)
 	}},
-	{"identity ending the key", func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${policy}}:${limit}:${identity}", "", 0) }},
 	{"FixedWindow TTL exactly the window", func(p *v1alpha1.RateLimitPolicy) {
 		p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
 		p.Spec.Limits = []v1alpha1.Limit{limit("per-minute", 100, time.Minute, 0)}
@@ -412,7 +428,7 @@ var acceptCases = []acceptCase{
 	}},
 	{"SlidingWindow TTL exactly two windows", func(p *v1alpha1.RateLimitPolicy) {
 		sliding(p)
-		layout(p, "{rl:${identity}}:${limit}:${slot}", "", 2*time.Minute)
+		layout(p, "{rl:${namespace}/${identity}}:${limit}:${slot}", "", 2*time.Minute)
 	}},
 	{"TokenBucket TTL exactly burst*period/requests", func(p *v1alpha1.RateLimitPolicy) { layout(p, "", "", 2*time.Second) }},
 	{"GCRA TTL exactly burst*period/requests", func(p *v1alpha1.RateLimitPolicy) {
@@ -437,7 +453,7 @@ var acceptCases = []acceptCase{
 	{"idempotency with the default layout", idempotent},
 	{"custom tag shared by state and idempotency keys", func(p *v1alpha1.RateLimitPolicy) {
 		idempotent(p)
-		layout(p, "{t:${identity}}:${limit}", "{t:${identity}}:${requestId}", 0)
+		layout(p, "{rl:${namespace}/t:${identity}}:${limit}", "{rl:${namespace}/t:${identity}}:${requestId}", 0)
 	}},
 	{"global limit with a Fixed identity and a tag without ${identity}", func(p *v1alpha1.RateLimitPolicy) {
 		p.Spec.Identity.Sources = []v1alpha1.IdentitySource{{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "all"}}}
@@ -538,4 +554,29 @@ func TestCompiledIsWhatIsPublished(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fixedOnly(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Identity.Sources = []v1alpha1.IdentitySource{{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "all"}}}
+}
+
+// TestRulesKeyPrefix: an installation's key prefix scopes the default layout and the rule:
+// under "acme:" the default keys begin with "{acme:<namespace>/", and a layout written for
+// the default prefix is out of scope.
+func TestRulesKeyPrefix(t *testing.T) {
+	r := policy.Rules{KeyPrefix: "acme:"}
+	p := base()
+	r.Default(p)
+	compiled, errs := r.Compile(p)
+	if len(errs) > 0 {
+		t.Fatalf("defaulted under acme: %v", errs.ToAggregate())
+	}
+	if k := compiled.Keys("alice", "")[0]; !strings.HasPrefix(k, "{acme:"+p.Namespace+"/") {
+		t.Errorf("default key %q does not begin with {acme:%s/", k, p.Namespace)
+	}
+	q := base()
+	layout(q, defaultState, "", 0)
+	r.Default(q)
+	_, errs = r.Compile(q)
+	assertErrors(t, errs, "spec.keyLayout.state", []string{`must begin with "{acme:${namespace}/"`})
 }

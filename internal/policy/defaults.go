@@ -10,20 +10,30 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
-// DefaultTag is the hash tag of the default layout: one slot per (namespace, policy, caller).
-const DefaultTag = "rl:${namespace}/${policy}:${identity}"
+// DefaultTag is the hash tag of the default layout with the default key prefix: one slot
+// per (namespace, policy, caller).
+const DefaultTag = keylayout.DefaultPrefix + "${namespace}/${policy}:${identity}"
 
-// DefaultStateKey is the state key template used when keyLayout.state is omitted. Every
-// algorithm keeps one key per limit (SlidingWindow both of its windows in it), so the
-// template is the same for all.
-func DefaultStateKey(_ v1alpha1.Algorithm) string {
-	return "{" + DefaultTag + "}:${limit}"
-}
+// Tag is the hash tag of the default layout: the key prefix, then one slot per (namespace,
+// policy, caller).
+func (r Rules) Tag() string { return r.Prefix() + "${namespace}/${policy}:${identity}" }
+
+// DefaultStateKey is the state key template used when keyLayout.state is omitted, with the
+// default key prefix. Every algorithm keeps one key per limit (SlidingWindow both of its
+// windows in it), so the template is the same for all.
+func DefaultStateKey(_ v1alpha1.Algorithm) string { return Rules{}.StateKey() }
+
+// StateKey is the state key template used when keyLayout.state is omitted.
+func (r Rules) StateKey() string { return "{" + r.Tag() + "}:${limit}" }
 
 // DefaultIdempotencyKey is the idempotency key template used when keyLayout.idempotency is
+// omitted, with the default key prefix (see Rules.IdempotencyKey).
+func DefaultIdempotencyKey(stateKey string) string { return Rules{}.IdempotencyKey(stateKey) }
+
+// IdempotencyKey is the idempotency key template used when keyLayout.idempotency is
 // omitted: the state key's hash tag (so both share a slot) and the request id.
-func DefaultIdempotencyKey(stateKey string) string {
-	tag := DefaultTag
+func (r Rules) IdempotencyKey(stateKey string) string {
+	tag := r.Tag()
 	if t, err := keylayout.Parse(stateKey); err == nil {
 		if s, ok := t.HashTag(); ok {
 			tag = s
@@ -43,22 +53,22 @@ const (
 	AnnotationDefaultedTTL = "policy.ratelimit.dev/defaulted-ttl"
 )
 
-// Default fills in what a policy may omit: a safe key layout and a TTL equal to the
-// algorithm's horizon. Values the user wrote are never changed; values Default wrote earlier
+// Default fills in what a policy may omit: a safe key layout in its namespace's scope and a
+// TTL equal to the algorithm's horizon. Values the user wrote are never changed; values Default wrote earlier
 // (recorded in annotations) follow the spec. The failure mode (FailOpen), cost (1) and the
 // other scalar defaults come from the CRD schema.
-func Default(p *v1alpha1.RateLimitPolicy) {
+func (r Rules) Default(p *v1alpha1.RateLimitPolicy) {
 	s := &p.Spec
 	if s.KeyLayout == nil {
 		s.KeyLayout = &v1alpha1.KeyLayout{}
 	}
 	kl := s.KeyLayout
 	if owned(p, AnnotationDefaultedStateKey, kl.State) {
-		kl.State = DefaultStateKey(s.Algorithm)
+		kl.State = r.StateKey()
 		annotate(p, AnnotationDefaultedStateKey, kl.State)
 	}
 	if s.Idempotency != nil && kl.Idempotency == "" {
-		kl.Idempotency = DefaultIdempotencyKey(kl.State)
+		kl.Idempotency = r.IdempotencyKey(kl.State)
 	}
 	if owned(p, AnnotationDefaultedTTL, ttlString(kl.TTL)) {
 		if h := limiter.Horizon(limiter.Algorithm(s.Algorithm), limits(s.Limits)); h > 0 {

@@ -46,8 +46,8 @@ func TestDefaultIdempotencyKey(t *testing.T) {
 		name, state, want string
 	}{
 		{"default state key", "", "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"},
-		{"custom state tag", "{tenant:${identity}}:${limit}", "{tenant:${identity}}:idem:${requestId}"},
-		{"custom state tag with namespace", "{${namespace}:${identity}}:rl:${limit}", "{${namespace}:${identity}}:idem:${requestId}"},
+		{"custom state tag", "{rl:${namespace}/tenant:${identity}}:${limit}", "{rl:${namespace}/tenant:${identity}}:idem:${requestId}"},
+		{"custom state tag shared by policies", "{rl:${namespace}/${identity}}:rl:${limit}", "{rl:${namespace}/${identity}}:idem:${requestId}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 // exactly: the snapshot entry compiles back to the same policy.
 func FuzzCompile(f *testing.F) {
 	f.Add("TokenBucket", "{rl:${namespace}/${policy}:${identity}}:${limit}", "", int64(10), int64(1000), int64(0), int64(2), "a-b")
+	f.Add("GCRA", "{rl:${namespace}/x:${identity}}:${limit}", "{rl:${namespace}/x:${identity}}:i:${requestId}", int64(3), int64(1000), int64(2), int64(1), "")
 	f.Add("SlidingWindow", "{rl:${identity}}:${limit}:${slot}", "{rl:${identity}}:idem:${requestId}", int64(5), int64(60000), int64(0), int64(0), "{x}")
 	f.Add("GCRA", "rl:${identity}:${limit}", "", int64(1), int64(1), int64(3), int64(1), "\x00")
 	f.Add("FixedWindow", "{}${identity}", "{${requestId}}", int64(0), int64(-5), int64(-1), int64(0), "")
@@ -52,6 +54,11 @@ func FuzzCompile(f *testing.F) {
 		}
 		for _, id := range []string{identity, ""} {
 			keys := compiled.Keys(id, "req")
+			for _, k := range keys {
+				if !strings.HasPrefix(k, keylayout.ScopeOf(keylayout.DefaultPrefix, p.Namespace)) {
+					t.Fatalf("accepted %q/%q: key %q outside namespace %s's scope", state, idem, k, p.Namespace)
+				}
+			}
 			for _, k := range keys[1:] {
 				if keylayout.Slot(k) != keylayout.Slot(keys[0]) {
 					t.Fatalf("accepted %q/%q: keys %q and %q of one call are on different slots", state, idem, keys[0], k)

@@ -50,11 +50,8 @@ var warningCases = []warningCase{
 		layout(p, sharedTag, "", 0)
 	}},
 	{name: "default tag", mutate: unchanged},
-	{name: "custom tag with ${identity}", mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{t:${identity}}:${limit}", "", 0) }},
-	// Redis hashes the whole key when there is no tag; the key holds ${identity}, so callers
-	// spread over slots.
-	{name: "single key without a tag but with ${identity}", mutate: func(p *v1alpha1.RateLimitPolicy) {
-		layout(p, "rl:${namespace}/${policy}:${identity}", "", 0)
+	{name: "custom tag with ${identity}", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		layout(p, "{rl:${namespace}/t:${identity}}:${limit}", "", 0)
 	}},
 
 	// onMissing Skip: leaving the identity out escapes the limit.
@@ -84,8 +81,8 @@ var warningCases = []warningCase{
 		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = v1alpha1.AlgorithmGCRA },
 		want:   [][]string{{"spec.algorithm: changing TokenBucket to GCRA orphans the live counters", "full quota"}}},
 	{name: "key layout change on update", old: unchanged,
-		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl2:${identity}}:${limit}", "", 0) },
-		want: [][]string{{`spec.keyLayout: changing the state key from "{rl:${namespace}/${policy}:${identity}}:${limit}" to "{rl2:${identity}}:${limit}"`,
+		mutate: func(p *v1alpha1.RateLimitPolicy) { layout(p, "{rl:${namespace}/v2:${identity}}:${limit}", "", 0) },
+		want: [][]string{{`spec.keyLayout: changing the state key from "{rl:${namespace}/${policy}:${identity}}:${limit}" to "{rl:${namespace}/v2:${identity}}:${limit}"`,
 			"orphans the live counters"}}},
 	{name: "algorithm change keeps the default layout", old: unchanged,
 		mutate: func(p *v1alpha1.RateLimitPolicy) {

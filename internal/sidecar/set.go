@@ -35,10 +35,10 @@ func NewSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
 	set = emptySet(s.Namespace)
 	set.Version, set.Redis = s.Version, s.Redis
 	for _, p := range s.Policies {
-		e, err := reuseOrCompile(s.Namespace, p, prev)
+		e, err := entryFor(s, p, prev)
 		if err != nil {
 			refused = append(refused, err)
-			if e = prev.sameNamespace(s.Namespace).Policy(p.Name); e == nil {
+			if e = lastGood(s, p.Name, prev); e == nil {
 				continue
 			}
 		}
@@ -51,6 +51,24 @@ func NewSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
 	set.refused = len(refused)
 	set.sort()
 	return set, refused
+}
+
+// entryFor is the entry of policy p of snapshot s: refused when its keys fall outside the
+// namespace's scope, else reused from prev or compiled.
+func entryFor(s *snapshot.Snapshot, p snapshot.Policy, prev *Set) (*Entry, error) {
+	if err := p.InScope(s.Prefix()); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	return reuseOrCompile(s.Namespace, p, prev)
+}
+
+// lastGood is prev's entry named name, when it is still in scope for s, or nil.
+func lastGood(s *snapshot.Snapshot, name string, prev *Set) *Entry {
+	e := prev.sameNamespace(s.Namespace).Policy(name)
+	if e == nil || e.Spec.InScope(s.Prefix()) != nil {
+		return nil
+	}
+	return e
 }
 
 // sameNamespace is s when it holds namespace's policies, else nil.

@@ -126,14 +126,7 @@ func withBrokenPolicy(t *testing.T, doc []byte, name string) []byte {
 			s.Policies[i].StateKey = "{rl:${identity}x}:${limit}"
 		}
 	}
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return reseal(t, &s)
 }
 
 // TestStoreRefusesOnePolicyNotTheSnapshot: one policy the sidecar cannot compile is refused
@@ -167,4 +160,38 @@ func TestStoreRefusesOnePolicyNotTheSnapshot(t *testing.T) {
 		t.Fatalf("after an edit breaking b: a has %d requests (want 7), b is the last good one: %v",
 			set.Policy("a").Spec.Limits[0].Requests, set.Policy("b") == good)
 	}
+}
+
+// TestStoreRefusesKeysOutsideTheNamespace: a snapshot entry whose keys fall outside its
+// namespace's scope (another namespace's keys, as a hand-edited document could name them)
+// is refused alone; a document whose key prefix cannot scope namespaces is refused whole.
+func TestStoreRefusesKeysOutsideTheNamespace(t *testing.T) {
+	var s snapshot.Snapshot
+	if err := json.Unmarshal(scDoc(t, scPolicy("a", 5), scPolicy("b", 5)), &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Policies[1].StateKey = "{rl:victim/payments:${identity}}:${limit}"
+	store := &sidecar.Store{Namespace: scNamespace}
+	if err := store.Load(reseal(t, &s), "edited"); err != nil {
+		t.Fatal(err)
+	}
+	if set := store.Current(); set.Policy("a") == nil || set.Policy("b") != nil || set.Refused() != 1 {
+		t.Fatalf("want a loaded and b (keys of namespace victim) refused")
+	}
+	s.KeyPrefix = "rl"
+	if err := store.Load(reseal(t, &s), "bad prefix"); err == nil || !strings.Contains(err.Error(), "keyPrefix") {
+		t.Fatalf("a key prefix that cannot scope namespaces: %v, want the document refused", err)
+	}
+}
+
+func reseal(t *testing.T, s *snapshot.Snapshot) []byte {
+	t.Helper()
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,9 +1,11 @@
 package snapshot
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
@@ -117,3 +119,22 @@ func (p *Policy) Compile(namespace string) (*limiter.Policy, error) {
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// InScope reports, as an error naming the template, whether every key template of p lies in
+// its namespace's scope under prefix (keylayout.InScope): a reader refuses a policy whose
+// keys could reach another namespace's or lie outside the prefix.
+func (p *Policy) InScope(prefix string) error {
+	for _, src := range []string{p.StateKey, p.IdempotencyKey} {
+		if src == "" {
+			continue
+		}
+		t, err := keylayout.Parse(src)
+		if err != nil {
+			return fmt.Errorf("key template %q: %w", src, err)
+		}
+		if err := keylayout.InScope(t, prefix); err != nil {
+			return fmt.Errorf("key scope: %w", err)
+		}
+	}
+	return nil
+}

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
 // SchemaVersion is the version of this document's shape. A sidecar refuses a snapshot
@@ -37,6 +39,10 @@ type Snapshot struct {
 	Namespace string `json:"namespace"`
 	// Version is the content hash of Redis, Scripts and Policies (hex, 16 characters).
 	Version string `json:"version"`
+	// KeyPrefix is the installation's key prefix: every key of the namespace's policies
+	// begins with "{<KeyPrefix><Namespace>/". Empty in documents written before it existed,
+	// which means keylayout.DefaultPrefix.
+	KeyPrefix string `json:"keyPrefix,omitempty"`
 	// Redis says where the limiter state lives; never credentials.
 	Redis Redis `json:"redis"`
 	// Scripts are the Lua scripts the policies run, by name.
@@ -69,14 +75,15 @@ type Script struct {
 
 // content is the hashed part of a snapshot.
 type content struct {
-	Redis    Redis    `json:"redis"`
-	Scripts  []Script `json:"scripts"`
-	Policies []Policy `json:"policies"`
+	KeyPrefix string   `json:"keyPrefix,omitempty"`
+	Redis     Redis    `json:"redis"`
+	Scripts   []Script `json:"scripts"`
+	Policies  []Policy `json:"policies"`
 }
 
 // Seal fills in SchemaVersion and Version from the content.
 func (s *Snapshot) Seal() error {
-	b, err := json.Marshal(content{s.Redis, s.Scripts, s.Policies})
+	b, err := json.Marshal(content{s.KeyPrefix, s.Redis, s.Scripts, s.Policies})
 	if err != nil {
 		return fmt.Errorf("hash snapshot: %w", err)
 	}
@@ -113,6 +120,11 @@ func Parse(data []byte) (*Snapshot, error) {
 	if want.Version != s.Version {
 		return nil, fmt.Errorf("snapshot version %q does not match its content (%q): truncated or edited", s.Version, want.Version)
 	}
+	if s.KeyPrefix != "" {
+		if err := keylayout.ValidatePrefix(s.KeyPrefix); err != nil {
+			return nil, fmt.Errorf("snapshot keyPrefix: %w", err)
+		}
+	}
 	seen := make(map[string]bool, len(s.Policies))
 	for _, p := range s.Policies {
 		if seen[p.Name] {
@@ -121,4 +133,13 @@ func Parse(data []byte) (*Snapshot, error) {
 		seen[p.Name] = true
 	}
 	return &s, nil
+}
+
+// Prefix is the key prefix the document's keys must begin with, after the brace and
+// before the namespace.
+func (s *Snapshot) Prefix() string {
+	if s.KeyPrefix == "" {
+		return keylayout.DefaultPrefix
+	}
+	return s.KeyPrefix
 }

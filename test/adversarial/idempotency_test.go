@@ -40,8 +40,8 @@ func TestIdempotencyRecordNotSharedAcrossPolicies(t *testing.T) {
 	shared := func(tag string) func(*v1alpha1.RateLimitPolicySpec) {
 		return func(s *v1alpha1.RateLimitPolicySpec) {
 			idempotent(s)
-			s.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}:${identity}}:" + tag + ":${limit}",
-				Idempotency: "{rl:${namespace}:${identity}}:idem:${requestId}"}
+			s.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}/shared:${identity}}:" + tag + ":${limit}",
+				Idempotency: "{rl:${namespace}/shared:${identity}}:idem:${requestId}"}
 		}
 	}
 	r := newRig(t, limiter.Options{}, newPolicy("a-wide", v1alpha1.AlgorithmGCRA, 10, time.Hour, shared("a")),

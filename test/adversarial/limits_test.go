@@ -145,7 +145,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	broken := valid.DeepCopy()
 	broken.Spec.Limits[0].Period.Duration = 1500 * time.Microsecond // not whole milliseconds
 	last := controller.Published{Snapshot: published, Owners: owners}
-	next, _, err := controller.BuildOver(ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
+	next, _, err := controller.BuildOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	}
 	recreated := broken.DeepCopy()
 	recreated.UID = "uid-2" // deleted and created again: it inherits nothing
-	if next, _, _ := controller.BuildOver(ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
+	if next, _, _ := controller.BuildOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
 }

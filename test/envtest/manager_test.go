@@ -139,3 +139,21 @@ func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
 	}
 	t.Fatalf("%s never answered %d; last: %s", url, want, last)
 }
+
+// TestManagerRefusesABadKeyPrefix: a key prefix that cannot keep namespaces apart (here one
+// without the closing ':', so namespace "b" of prefix "a" and namespace "ab" of another
+// would share keys) stops the manager at start-up, naming the flag.
+func TestManagerRefusesABadKeyPrefix(t *testing.T) {
+	e := kube(t)
+	dir := t.TempDir()
+	bin := buildManager(t, dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := kubetest.WriteKubeconfig(e.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
+		"--metrics-bind-address", "0", "--webhooks=false", "--redis-addrs", "127.0.0.1:1", "--key-prefix", "rl").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--key-prefix") {
+		t.Fatalf("manager with --key-prefix rl: err %v, output:\n%s\nwant an exit naming --key-prefix", err, out)
+	}
+}

@@ -45,7 +45,7 @@ func TestReadyEvents(t *testing.T) {
 	}
 	p.Spec.Limits = append(p.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,
 		Period: metav1.Duration{Duration: time.Minute}})
-	p.Spec.KeyLayout.State = "{rl:${identity}}" // two limits, one key
+	p.Spec.KeyLayout.State = "{rl:${namespace}/${identity}}" // two limits, one key
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

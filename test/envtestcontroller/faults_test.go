@@ -482,7 +482,7 @@ func startElectable(t testing.TB, base *rest.Config, rdb redis.UniversalClient, 
 	if err != nil {
 		t.Fatalf("create manager %s: %v", agent, err)
 	}
-	if err := controller.Setup(mgr, rdb, topo, resync); err != nil {
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
 		t.Fatalf("set up controllers of %s: %v", agent, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

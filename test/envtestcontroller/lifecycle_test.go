@@ -194,7 +194,7 @@ func TestInvalidPolicy(t *testing.T) {
 	// Two limits share one key: CEL allows it, the limiter does not.
 	bad.Spec.Limits = append(bad.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,
 		Period: metav1.Duration{Duration: time.Minute}})
-	bad.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${identity}}"}
+	bad.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}/${identity}}"}
 	create(t, e, newPolicy(ns, "good", 10), bad)
 
 	waitReady(t, e, ns, "good")
@@ -235,7 +235,7 @@ func TestInvalidPolicy(t *testing.T) {
 	})
 
 	// Fixing the layout makes it Ready and publishes it.
-	got.Spec.KeyLayout.State = "{rl:${identity}}:${limit}"
+	got.Spec.KeyLayout.State = "{rl:${namespace}/${identity}}:${limit}"
 	if err := e.Client.Update(context.Background(), got); err != nil {
 		t.Fatalf("fix: %v", err)
 	}
@@ -260,7 +260,7 @@ func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 	}
 	p.Spec.Limits = append(p.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,
 		Period: metav1.Duration{Duration: time.Minute}})
-	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${identity}}"} // two limits, one key
+	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}/${identity}}"} // two limits, one key
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -279,10 +279,31 @@ func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 		}
 		return nil
 	})
-	got.Spec.KeyLayout.State = "{rl:${identity}}:${limit}"
+	got.Spec.KeyLayout.State = "{rl:${namespace}/${identity}}:${limit}"
 	if err := e.Client.Update(context.Background(), got); err != nil {
 		t.Fatalf("fix: %v", err)
 	}
 	fixed := waitReady(t, e, ns, "kept")
 	checkReadyPolicy(t, e, fixed, standaloneTopology(standby).Addrs, "standalone")
+}
+
+// TestStoredPolicyOutOfScope: a policy naming another namespace's keys, stored without the
+// webhook (or before the key scope rule existed), is not Ready, says which prefix its keys
+// must begin with, and is not published; the namespace's other policies are.
+func TestStoredPolicyOutOfScope(t *testing.T) {
+	e := suite(t)
+	ns := kubetest.NewNamespace(t, e, "c-")
+	thief := newPolicy(ns, "thief", 10)
+	thief.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:victim/payments:${identity}}:${limit}"}
+	create(t, e, newPolicy(ns, "honest", 10), thief)
+	waitReady(t, e, ns, "honest")
+	got := waitCondition(t, e, ns, "thief", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.keyLayout.state") ||
+		!strings.Contains(msg, `must begin with "{rl:${namespace}/"`) {
+		t.Errorf("Ready message %q: want the field and the required prefix", msg)
+	}
+	_, s := waitSnapshot(t, e, ns, "honest")
+	if slices.ContainsFunc(s.Policies, func(p snapshot.Policy) bool { return p.Name == "thief" }) {
+		t.Fatalf("the out-of-scope policy was published")
+	}
 }

@@ -139,7 +139,7 @@ func startManager(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Top
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, topo, resync); err != nil {
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
@@ -91,7 +92,7 @@ func startManager(e *kubetest.Env) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr); err != nil {
+	if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, policy.Rules{}); err != nil {
 		return nil, fmt.Errorf("set up webhooks: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

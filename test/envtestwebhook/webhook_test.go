@@ -85,6 +85,15 @@ func TestCreateRejectedWithWebhookMessage(t *testing.T) {
 		{"hash tag that is empty for the Shared caller", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{${identity}}:${limit}"}
 		}, "spec.keyLayout.state", []string{"expands to the empty tag {}"}},
+		{"keys of another namespace", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{rl:victim/payments:${identity}}:${limit}"}
+		}, "spec.keyLayout.state", []string{`must begin with "{rl:${namespace}/"`, "another namespace's keys"}},
+		{"an application's own keys", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "app:session:${identity}"}
+		}, "spec.keyLayout.state", []string{`must begin with "{rl:${namespace}/"`}},
+		{"a constant key", func(p *policyv1alpha1.RateLimitPolicy) {
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{rl:global}:${limit}"}
+		}, "spec.keyLayout.state", []string{`must begin with "{rl:${namespace}/"`}},
 		{"GCRA faster than one request per microsecond", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
 			p.Spec.Limits[0].Requests, p.Spec.Limits[0].Period.Duration, p.Spec.Limits[0].Burst = 2000, time.Millisecond, nil
@@ -242,8 +251,8 @@ func TestDefaultsStored(t *testing.T) {
 		}, defaultState, "", "2h0m0s"},
 		{"idempotency shares the custom state tag", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Idempotency = &policyv1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
-			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{t:${identity}}:${limit}"}
-		}, "{t:${identity}}:${limit}", "{t:${identity}}:idem:${requestId}", "2s"},
+			p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{State: "{rl:${namespace}/t:${identity}}:${limit}"}
+		}, "{rl:${namespace}/t:${identity}}:${limit}", "{rl:${namespace}/t:${identity}}:idem:${requestId}", "2s"},
 		{"idempotency with the default layout", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Idempotency = &policyv1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
 		}, defaultState, defaultIdem, "2s"},

@@ -24,13 +24,14 @@ const (
 	ValidatePath = "/validate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy"
 )
 
-// SetupRateLimitPolicyWebhookWithManager registers the defaulting and validating webhooks,
-// each behind a guard that names the field of a duration it cannot decode.
-func SetupRateLimitPolicyWebhookWithManager(mgr ctrl.Manager) error {
+// SetupRateLimitPolicyWebhookWithManager registers the defaulting and validating webhooks
+// with the installation's rules (the controller holds the same), each behind a guard that
+// names the field of a duration it cannot decode.
+func SetupRateLimitPolicyWebhookWithManager(mgr ctrl.Manager, rules policy.Rules) error {
 	srv := mgr.GetWebhookServer()
 	for path, wh := range map[string]*admission.Webhook{
-		MutatePath:   admission.WithDefaulter(mgr.GetScheme(), &Defaulter{}),
-		ValidatePath: admission.WithValidator(mgr.GetScheme(), &Validator{}),
+		MutatePath:   admission.WithDefaulter(mgr.GetScheme(), &Defaulter{Rules: rules}),
+		ValidatePath: admission.WithValidator(mgr.GetScheme(), &Validator{Rules: rules}),
 	} {
 		wh.Handler = durationGuard{next: wh.Handler}
 		wh.LogConstructor = logConstructor
@@ -50,14 +51,18 @@ func logConstructor(base logr.Logger, req *admission.Request) logr.Logger {
 
 // +kubebuilder:webhook:path=/mutate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy,mutating=true,failurePolicy=fail,sideEffects=None,groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=create;update,versions=v1alpha1,name=mratelimitpolicy-v1alpha1.ratelimit.dev,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent
 
-// Defaulter fills in a safe key layout and a TTL covering the algorithm's horizon.
-type Defaulter struct{}
+// Defaulter fills in a safe key layout in the namespace's scope and a TTL covering the
+// algorithm's horizon.
+type Defaulter struct {
+	// Rules are the installation's settings (the key prefix of default layouts).
+	Rules policy.Rules
+}
 
 var _ admission.Defaulter[*policyv1alpha1.RateLimitPolicy] = &Defaulter{}
 
 // Default implements admission.Defaulter.
 func (d *Defaulter) Default(ctx context.Context, p *policyv1alpha1.RateLimitPolicy) error {
-	policy.Default(p)
+	d.Rules.Default(p)
 	logf.FromContext(ctx).V(1).Info("defaulted policy", "policy", p.Namespace+"/"+p.Name,
 		"stateKey", p.Spec.KeyLayout.State, "ttl", p.Spec.KeyLayout.TTL)
 	return nil
@@ -65,21 +70,24 @@ func (d *Defaulter) Default(ctx context.Context, p *policyv1alpha1.RateLimitPoli
 
 // +kubebuilder:webhook:path=/validate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=create;update,versions=v1alpha1,name=vratelimitpolicy-v1alpha1.ratelimit.dev,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent
 
-// Validator refuses policies whose keys would cross Cluster slots, lack or undercut a TTL, or
-// that the limiter's scripts cannot run, and warns about hot slots, FailOpen on sensitive
-// paths and changes that orphan live counters.
-type Validator struct{}
+// Validator refuses policies whose keys would leave their namespace's scope or cross Cluster
+// slots, that lack or undercut a TTL, or that the limiter's scripts cannot run, and warns
+// about hot slots, FailOpen on sensitive paths and changes that orphan live counters.
+type Validator struct {
+	// Rules are the installation's settings (the key prefix every key must begin with).
+	Rules policy.Rules
+}
 
 var _ admission.Validator[*policyv1alpha1.RateLimitPolicy] = &Validator{}
 
 // ValidateCreate implements admission.Validator.
 func (v *Validator) ValidateCreate(_ context.Context, p *policyv1alpha1.RateLimitPolicy) (admission.Warnings, error) {
-	return validate(nil, p)
+	return v.validate(nil, p)
 }
 
 // ValidateUpdate implements admission.Validator.
 func (v *Validator) ValidateUpdate(_ context.Context, old, p *policyv1alpha1.RateLimitPolicy) (admission.Warnings, error) {
-	return validate(old, p)
+	return v.validate(old, p)
 }
 
 // ValidateDelete implements admission.Validator; deleting is always allowed.
@@ -87,9 +95,9 @@ func (v *Validator) ValidateDelete(context.Context, *policyv1alpha1.RateLimitPol
 	return nil, nil
 }
 
-func validate(old, p *policyv1alpha1.RateLimitPolicy) (admission.Warnings, error) {
+func (v *Validator) validate(old, p *policyv1alpha1.RateLimitPolicy) (admission.Warnings, error) {
 	warnings := policy.Warnings(old, p)
-	if _, errs := policy.Compile(p); len(errs) > 0 {
+	if _, errs := v.Rules.Compile(p); len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(policyv1alpha1.GroupVersion.WithKind("RateLimitPolicy").GroupKind(), p.Name, errs)
 	}
 	return warnings, nil

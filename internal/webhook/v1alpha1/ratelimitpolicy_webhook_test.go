@@ -211,9 +211,9 @@ func TestValidateUpdate(t *testing.T) {
 	}
 
 	relayout := old.DeepCopy()
-	relayout.Spec.KeyLayout.State = "{v2:${identity}}:${limit}"
+	relayout.Spec.KeyLayout.State = "{rl:${namespace}/v2:${identity}}:${limit}"
 	w, err = v.ValidateUpdate(context.Background(), old, relayout)
-	if err != nil || len(w) != 1 || !strings.Contains(w[0], `spec.keyLayout: changing the state key from "`+defaultState+`" to "{v2:${identity}}:${limit}"`) {
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], `spec.keyLayout: changing the state key from "`+defaultState+`" to "{rl:${namespace}/v2:${identity}}:${limit}"`) {
 		t.Errorf("layout change: want accepted with one warning, got %q, %v", w, err)
 	}
 
