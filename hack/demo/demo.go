@@ -32,7 +32,7 @@ type addrs struct {
 	redis, proxy, check, grpc, sidecarMetrics, managerProbes, upstream string
 }
 
-const steps = 9
+const steps = 10
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")
@@ -42,7 +42,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.dir = dir
 	for _, s := range []func(context.Context) error{
 		d.controlPlane, d.startRedis, d.startManager, d.applySamples, d.startSidecar,
-		d.burst, d.badPolicy, d.editPolicy, d.killRedis,
+		d.burst, d.badPolicy, d.crossNamespace, d.editPolicy, d.killRedis,
 	} {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)

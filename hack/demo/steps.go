@@ -21,6 +21,8 @@ var (
 	demoPolicy []byte
 	//go:embed bad-policy.yaml
 	badPolicy []byte
+	//go:embed cross-namespace-policy.yaml
+	crossNamespacePolicy []byte
 )
 
 // kubectl runs kubectl against the demo's control plane with stdin.
@@ -142,6 +144,21 @@ func (d *demo) badPolicy(ctx context.Context) error {
 		return fmt.Errorf("bad policy refused without naming spec.keyLayout.state: %w", err)
 	}
 	d.done("bad policy refused by the admission webhook, naming spec.keyLayout.state")
+	return nil
+}
+
+// crossNamespace shows the webhook refusing a policy whose keys are another namespace's.
+func (d *demo) crossNamespace(ctx context.Context) error {
+	d.step("A policy naming another namespace's keys ({rl:victim/payments:...})")
+	out, err := d.kubectl(ctx, crossNamespacePolicy, "apply", "-n", d.opts.namespace, "-f", "-")
+	d.sayBlock(out)
+	if err == nil {
+		return errors.New("a policy naming another namespace's keys was accepted; the webhook must refuse it")
+	}
+	if !strings.Contains(out, "spec.keyLayout.state") || !strings.Contains(out, "{rl:${namespace}/") {
+		return fmt.Errorf("cross-namespace policy refused without naming spec.keyLayout.state and the required prefix: %w", err)
+	}
+	d.done("cross-namespace policy refused: every key must begin with {rl:${namespace}/")
 	return nil
 }
 

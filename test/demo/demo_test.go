@@ -40,6 +40,7 @@ func TestDemo(t *testing.T) {
 		"policies applied with kubectl, all Ready",
 		"burst: 200 ×5 then 429",
 		"bad policy refused by the admission webhook",
+		"cross-namespace policy refused",
 		"policy edit enforced by the sidecar",
 		"Redis down: FailOpen admitted, FailClosed refused",
 	} {
