@@ -53,6 +53,27 @@ func TestSentinelUsers(t *testing.T) {
 
 	primary.Restart(t) // the old primary, now to be a replica: back without users
 	waitRepairedOn(ctx, t, u, []*redistest.Server{replica, primary}, a)
+	if refused := refusalsOf(ctx, t, adminUser, replica, primary); len(refused) > 0 {
+		t.Errorf("Redis refused the administrative user: %v", refused)
+	}
+}
+
+// refusalsOf are the nodes' ACL LOG entries of user.
+func refusalsOf(ctx context.Context, t *testing.T, user string, nodes ...*redistest.Server) []string {
+	t.Helper()
+	var out []string
+	for _, n := range nodes {
+		entries, err := n.Client().ACLLog(ctx, 1000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Username == user {
+				out = append(out, n.Addr()+" "+e.Reason+":"+e.Object)
+			}
+		}
+	}
+	return out
 }
 
 // waitNamed waits until the Sentinel names n as the primary.
