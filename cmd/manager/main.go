@@ -47,6 +47,7 @@ type options struct {
 	certDir       string
 	keyPrefix     string
 	redis         redisconn.Options
+	tenancy       tenancyOptions
 	zap           zap.Options
 }
 
@@ -77,6 +78,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
 	o.redis.BindFlags(fs)
+	o.tenancy.bind(fs)
 	o.zap.BindFlags(fs)
 }
 
@@ -100,6 +102,9 @@ func run(o options) error {
 		return fmt.Errorf("--key-prefix: %w", err)
 	}
 	rules := policy.Rules{KeyPrefix: o.keyPrefix}
+	if err := o.tenancy.validate(); err != nil {
+		return fmt.Errorf("tenancy flags: %w", err)
+	}
 	rdb, err := redisconn.NewClient(o.redis)
 	if err != nil {
 		return fmt.Errorf("redis client: %w", err)
@@ -112,6 +117,11 @@ func run(o options) error {
 	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
+	closeTenancy, err := o.tenancy.setup(mgr, rdb, o.redis, o.scriptResync, o.keyPrefix)
+	if err != nil {
+		return err
+	}
+	defer closeTenancy()
 	if o.webhooks {
 		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)
@@ -129,7 +139,8 @@ func run(o options) error {
 		return fmt.Errorf("add ready check: %w", err)
 	}
 	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
-		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr, "webhooks", o.webhooks)
+		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr, "webhooks", o.webhooks,
+		"tenantUsers", o.tenancy.enabled)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
@@ -149,7 +160,7 @@ func managerOptions(o options) ctrl.Options {
 	if o.metricsSecure {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	return ctrl.Options{
+	opts := ctrl.Options{
 		Scheme: scheme.New(),
 		// Only snapshot ConfigMaps are cached, not every ConfigMap of the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -167,4 +178,6 @@ func managerOptions(o options) ctrl.Options {
 		// standby wait out the lease: safe because the manager exits right after.
 		LeaderElectionReleaseOnCancel: true,
 	}
+	o.tenancy.addCache(opts.Cache.ByObject) // and, with per-namespace users, only their Secrets
+	return opts
 }

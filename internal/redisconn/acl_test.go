@@ -27,6 +27,9 @@ const (
 	aclUser        = "ratelimit"
 	aclPassword    = "rl-acl-pa55"
 	aclPlaceholder = "#REPLACE-WITH-SHA256-HEX-OF-THE-PASSWORD"
+	// adminPlaceholder is the administrative user's (internal/redisacl tests it); replaced
+	// here only so that the server starts.
+	adminPlaceholder = "#REPLACE-WITH-SHA256-HEX-OF-THE-ADMIN-PASSWORD"
 )
 
 // clusterOnlyRules are granted for go-redis's Cluster client; standalone never sends them.
@@ -56,8 +59,10 @@ func aclConf(t *testing.T, edit func([]string) []string) string {
 		rules = edit(slices.Clone(rules))
 	}
 	lines[i] = strings.Join(append([]string{"user", aclUser}, rules...), " ")
+	adminSum := sha256.Sum256([]byte("admin-" + aclPassword))
+	text := strings.ReplaceAll(strings.Join(lines, "\n"), adminPlaceholder, "#"+hex.EncodeToString(adminSum[:]))
 	path := filepath.Join(t.TempDir(), "acl.conf")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -1,41 +1,12 @@
 package redisconn
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// Credentials are the Redis AUTH user and password.
-type Credentials struct {
-	// Username is the ACL user; empty means the default user.
-	Username string
-	// Password is the user's password.
-	Password string
-}
-
-// LoadCredentials reads a mounted kubernetes.io/basic-auth Secret directory. A missing
-// "username" file means the default user; a missing "password" file is an error.
-func LoadCredentials(dir string) (Credentials, error) {
-	var c Credentials
-	user, err := os.ReadFile(filepath.Join(dir, "username")) //nolint:gosec // the path is the operator's own flag
-	switch {
-	case err == nil:
-		c.Username = strings.TrimRight(string(user), "\r\n")
-	case !os.IsNotExist(err):
-		return c, fmt.Errorf("read redis username: %w", err)
-	}
-	pass, err := os.ReadFile(filepath.Join(dir, "password")) //nolint:gosec // the path is the operator's own flag
-	if err != nil {
-		return c, fmt.Errorf("read redis password: %w", err)
-	}
-	c.Password = strings.TrimRight(string(pass), "\r\n")
-	return c, nil
-}
 
 // ClusterStateReload is how often a Cluster client refreshes its slot map unprompted.
 const ClusterStateReload = 2 * time.Second
@@ -46,37 +17,9 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	var creds Credentials
-	if o.CredentialsPath != "" {
-		var err error
-		if creds, err = LoadCredentials(o.CredentialsPath); err != nil {
-			return nil, fmt.Errorf("--redis-credentials-path: %w", err)
-		}
-	}
-	tlsConfig, err := o.TLS.config()
+	u, err := o.universal()
 	if err != nil {
 		return nil, err
-	}
-	u := &redis.UniversalOptions{
-		Addrs:    o.Addrs,
-		DB:       o.DB,
-		Username: creds.Username,
-		Password: creds.Password,
-		// One config for every connection: the server, each Cluster node, and in Sentinel
-		// mode both the Sentinels and the primary.
-		TLSConfig: tlsConfig,
-		// Per-call deadlines (the limiter's timeout) must cut socket reads short.
-		ContextTimeoutEnabled: true,
-		// Never resend a command after a network error: an EVALSHA whose reply was lost may
-		// have run, and running it again would debit the request twice. The limiter's failure
-		// mode and breaker handle the error instead. (Cluster redirects, MOVED and ASK, are
-		// still followed: the command did not run on the node that redirected it.)
-		MaxRetries: -1,
-		// A refused connection fails at once: go-redis's default of 5 dial attempts 100ms
-		// apart made every check against a dead Redis wait out the whole per-check timeout
-		// until the circuit breaker opened (the breaker's probe redials in the background).
-		DialerRetries:      1,
-		DialerRetryTimeout: 10 * time.Millisecond,
 	}
 	switch o.Mode {
 	case ModeCluster:
@@ -93,4 +36,74 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 	default:
 		return redis.NewClient(u.Simple()), nil
 	}
+}
+
+// NodeOptions returns how to reach the one node at addr as NewClient reaches every node:
+// the TLS, credentials (read for every new connection) and timeouts of o, never resending a
+// command. With sentinel true it reaches a Sentinel: without the credentials, since
+// Sentinels are asked as their default user. It is for work that must visit each node of
+// a Sentinel deployment itself (the ACL users of every node), which NewClient's client,
+// always on the current primary, cannot do.
+func (o *Options) NodeOptions() (func(addr string, sentinel bool) *redis.Options, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := o.universal()
+	if err != nil {
+		return nil, err
+	}
+	return func(addr string, sentinel bool) *redis.Options {
+		opts := u.Simple()
+		opts.Addr = addr
+		if sentinel {
+			opts.CredentialsProviderContext, opts.DB = nil, 0
+		}
+		return opts
+	}, nil
+}
+
+// universal is the go-redis configuration shared by every topology.
+func (o *Options) universal() (*redis.UniversalOptions, error) {
+	creds, err := o.credentials()
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := o.TLS.config()
+	if err != nil {
+		return nil, err
+	}
+	return &redis.UniversalOptions{
+		Addrs: o.Addrs,
+		DB:    o.DB,
+		// Read for every new connection: a rotated password needs no restart.
+		CredentialsProviderContext: creds,
+		// One config for every connection: the server, each Cluster node, and in Sentinel
+		// mode both the Sentinels and the primary.
+		TLSConfig: tlsConfig,
+		// Per-call deadlines (the limiter's timeout) must cut socket reads short.
+		ContextTimeoutEnabled: true,
+		// Never resend a command after a network error: an EVALSHA whose reply was lost may
+		// have run, and running it again would debit the request twice. The limiter's failure
+		// mode and breaker handle the error instead. (Cluster redirects, MOVED and ASK, are
+		// still followed: the command did not run on the node that redirected it.)
+		MaxRetries: -1,
+		// A refused connection fails at once: go-redis's default of 5 dial attempts 100ms
+		// apart made every check against a dead Redis wait out the whole per-check timeout
+		// until the circuit breaker opened (the breaker's probe redials in the background).
+		DialerRetries:      1,
+		DialerRetryTimeout: 10 * time.Millisecond,
+	}, nil
+}
+
+// credentials is the provider reading o.CredentialsPath for each new connection, nil
+// without AUTH. The first read happens here, so a missing Secret stops start-up.
+func (o *Options) credentials() (func(context.Context) (string, string, error), error) {
+	if o.CredentialsPath == "" {
+		return nil, nil
+	}
+	f, err := newCredentialsFile(o.CredentialsPath)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-credentials-path: %w", err)
+	}
+	return f.provide, nil
 }

@@ -73,6 +73,11 @@ func TestManagerRejectsBadRedisFlags(t *testing.T) {
 		"--redis-master-name": {"--redis-mode", "sentinel"},
 		"--redis-addrs":       {"--redis-addrs", "a:1,b:2"},
 		"--redis-db":          {"--redis-mode", "cluster", "--redis-db", "3"},
+		// A grace of 0 would drop checks at every rotation; a period within the grace could
+		// never be kept.
+		"--redis-tenant-password-grace":  {"--redis-tenant-users", "--redis-tenant-password-grace", "0s"},
+		"--redis-tenant-rotation-period": {"--redis-tenant-users", "--redis-tenant-rotation-period", "1m"},
+		"--redis-tenant-secret-name":     {"--redis-tenant-users", "--redis-tenant-secret-name", "Not_A_Name"},
 	}
 	for flag, args := range cases {
 		t.Run(flag, func(t *testing.T) {

@@ -676,6 +676,12 @@ type binManager struct {
 // free loopback port and metrics off unless args set them, and waits for /readyz.
 func startBinManager(t testing.TB, kubeconfig string, args ...string) *binManager {
 	t.Helper()
+	return startBinManagerEnv(t, nil, kubeconfig, args...)
+}
+
+// startBinManagerEnv is startBinManager with extra environment variables.
+func startBinManagerEnv(t testing.TB, env []string, kubeconfig string, args ...string) *binManager {
+	t.Helper()
 	bin := managerBinary(t)
 	probe := freeLoopback(t)
 	full := append([]string{"--kubeconfig", kubeconfig, "--webhooks=false", "--health-probe-bind-address", probe}, args...)
@@ -684,6 +690,9 @@ func startBinManager(t testing.TB, kubeconfig string, args ...string) *binManage
 	}
 	m := &binManager{out: &lockedBuffer{}, exited: make(chan struct{})}
 	m.cmd = exec.Command(bin, full...)
+	if env != nil {
+		m.cmd.Env = append(os.Environ(), env...)
+	}
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	if err := m.cmd.Start(); err != nil {
 		t.Fatalf("start manager: %v", err)

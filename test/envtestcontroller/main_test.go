@@ -108,6 +108,7 @@ type manager struct {
 	cancel   context.CancelFunc
 	done     chan error
 	requests *requestCounter
+	stopOnce sync.Once
 }
 
 // startManager runs a manager as cmd/manager builds it (ConfigMaps cached by field selector
@@ -115,6 +116,13 @@ type manager struct {
 // controller.Setup bound to rdb, and returns once its caches are synced. namespaces, when
 // given, restricts the cache (a second manager must not fight the shared one elsewhere).
 func startManager(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Topology, namespaces ...string) (*manager, error) {
+	return startManagerWith(e, rdb, topo, nil, namespaces...)
+}
+
+// startManagerWith is startManager with per-namespace Redis users when tenancy is set
+// (controller.SetupTenancy, and the Secret cache cmd/manager adds then).
+func startManagerWith(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Topology,
+	tenancy *controller.TenancyOptions, namespaces ...string) (*manager, error) {
 	counter := &requestCounter{}
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Wrap(counter.wrap)
@@ -129,6 +137,10 @@ func startManager(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Top
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
 		GracefulShutdownTimeout: ptr.To(10 * time.Second),
 	}
+	if tenancy != nil {
+		obj, by := controller.TenantSecretCache(tenancy.SecretName)
+		opts.Cache.ByObject[obj] = by
+	}
 	if len(namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -141,6 +153,11 @@ func startManager(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Top
 	}
 	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
+	}
+	if tenancy != nil {
+		if err := controller.SetupTenancy(mgr, *tenancy); err != nil {
+			return nil, fmt.Errorf("set up tenancy: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &manager{Manager: mgr, cancel: cancel, done: make(chan error, 1), requests: counter}
@@ -163,11 +180,15 @@ func startManager(e *kubetest.Env, rdb redis.UniversalClient, topo redisconn.Top
 	return m, nil
 }
 
-// stop cancels the manager and waits for it to return.
+// stop cancels the manager and waits for it to return; again, it does nothing.
 func (m *manager) stop() {
 	if m == nil {
 		return
 	}
+	m.stopOnce.Do(m.halt)
+}
+
+func (m *manager) halt() {
 	m.cancel()
 	select {
 	case err := <-m.done:

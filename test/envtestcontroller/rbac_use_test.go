@@ -21,14 +21,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
 
-// rbacUsed is every permission the manager's code uses, as "group/resource" -> verbs, each
-// justified by the call in internal/controller or cmd/manager that needs it. The generated
+// rbacUsed is every permission the manager's code uses, as "group/resource" (or
+// "group/resource@name" for a rule limited to resourceNames [name]) -> verbs, each justified
+// by the call in internal/controller or cmd/manager that needs it. The generated
 // ClusterRole (config/rbac/role.yaml) must grant exactly this.
 var rbacUsed = map[string][]string{
 	// SnapshotReconciler: Get in write and read (a client.Reader call; served by the cache
@@ -42,6 +44,18 @@ var rbacUsed = map[string][]string{
 	"policy.ratelimit.dev/ratelimitpolicies": {"get", "list", "update", "watch"},
 	// patchStatus: Status().Patch. Nothing gets or updates the status subresource.
 	"policy.ratelimit.dev/ratelimitpolicies/status": {"patch"},
+	// Per-namespace Redis users (--redis-tenant-users), TenantReconciler: Create of a
+	// namespace's credentials Secret in create. The API server authorizes a create before
+	// the object (and its name) exists, so this one verb cannot be limited to the name.
+	"/secrets": {"create"},
+	// ... and only the Secrets of that name (the default of --redis-tenant-secret-name):
+	// Get through the uncached API reader in secret (every step starts from the API
+	// server's copy), the cache's List+Watch (For Secret, field selector metadata.name,
+	// which the API server authorizes against resourceNames; List where the API server
+	// cannot stream the initial list over the watch), Update to rotate, retire a
+	// password, mark and unmark the grace before deletion and replace hand-edited
+	// credentials, Delete in deleteSecret. No other Secret can be read. Nothing patches one.
+	"/secrets@ratelimit-redis-credentials": {"delete", "get", "list", "update", "watch"},
 	// No ratelimitpolicies/finalizers: the finalizer is set through an Update of the policy,
 	// and the API server asks for finalizers/update only from whoever sets an owner
 	// reference with blockOwnerDeletion, which the snapshot's owner references do not.
@@ -62,7 +76,7 @@ var rbacUsed = map[string][]string{
 func TestRBACUseGeneratedRoles(t *testing.T) {
 	suite(t)
 	e := isolatedEnv(t)
-	rds := redistest.StartServer(t)
+	rds := redistest.StartServer(t, adminACL(t))
 	system := kubetest.NewNamespace(t, e, "rbac-system-")
 	role := installManagerRBAC(t, e, system)
 	user := "system:serviceaccount:" + system + ":controller-manager"
@@ -70,7 +84,10 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 	saConfig.Impersonate = rest.ImpersonationConfig{UserName: user}
 	checkImpersonated(t, saConfig, system)
 	kubeconfig := writeKubeconfig(t, e.Config, user)
-	args := []string{"--redis-addrs", rds.Addr(), "--script-resync", "1s"}
+	// Per-namespace users on, as the administrative user: every Secret verb of the table.
+	args := []string{"--redis-addrs", rds.Addr(), "--script-resync", "1s", "--redis-tenant-users",
+		"--redis-tenant-password-grace", tenantGrace.String(),
+		"--redis-credentials-path", credentialsDir(t, tenantAdmin, tenantAdminPassword)}
 
 	// role.yaml as generated.
 	m1 := startBinManager(t, kubeconfig, args...)
@@ -83,6 +100,7 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 		waitReady(t, e, ns, name)
 	}
 	waitSnapshot(t, e, ns, names...)
+	waitCredentials(t, e, ns)
 	checkNotForbidden(t, m1, "with role.yaml")
 	m1.term(t)
 
@@ -91,8 +109,11 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 	if err := e.Client.Update(context.Background(), role); err != nil {
 		t.Fatal(err)
 	}
-	m2 := startBinManager(t, kubeconfig, args...)
-	exerciseLifecycle(t, e, kubetest.NewNamespace(t, e, "rbac-min-"))
+	// Informers stream their initial list over the watch (client-go's WatchListClient) where
+	// the API server can, and LIST where it cannot (older servers): make this run LIST, so
+	// the table is shown enough for both.
+	m2 := startBinManagerEnv(t, []string{"KUBE_FEATURE_WatchListClient=false"}, kubeconfig, args...)
+	exerciseLifecycle(t, e, kubetest.NewNamespace(t, e, "rbac-min-"), rds)
 	checkNotForbidden(t, m2, "with only the used permissions")
 	m2.term(t)
 
@@ -175,13 +196,15 @@ func checkNotForbidden(t testing.TB, m *binManager, when string) {
 }
 
 // exerciseLifecycle uses every permission of the table: a policy is created (finalizer
-// update, status patch, snapshot create, event create), changed (snapshot update), and
-// deleted (snapshot delete, finalizer removal).
-func exerciseLifecycle(t *testing.T, e *kubetest.Env, ns string) {
+// update, status patch, snapshot create, event create, credentials Secret create), its
+// password rotated (Secret get, watch, update), the policy changed (snapshot update), and
+// deleted (snapshot delete, finalizer removal, Secret update and delete).
+func exerciseLifecycle(t *testing.T, e *kubetest.Env, ns string, rds *redistest.Server) {
 	t.Helper()
 	create(t, e, newPolicy(ns, "life", 10))
 	waitReady(t, e, ns, "life")
 	waitSnapshot(t, e, ns, "life")
+	rotateOnce(t, e, ns, rds)
 	p, err := getPolicy(e, ns, "life")
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +228,12 @@ func exerciseLifecycle(t *testing.T, e *kubetest.Env, ns string) {
 		t.Fatal(err)
 	}
 	waitNoSnapshot(t, e, ns)
+	eventually(t, readyTimeout, "credentials Secret removed after the grace", func() error {
+		if getSecret(t, e, ns) != nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
 	eventually(t, readyTimeout, "policy finalized", func() error {
 		_, err := getPolicy(e, ns, "life")
 		if apierrors.IsNotFound(err) {
@@ -218,6 +247,21 @@ func exerciseLifecycle(t *testing.T, e *kubetest.Env, ns string) {
 			err = errors.New("none")
 		}
 		return err
+	})
+}
+
+// rotateOnce asks for a new password and waits until the old one is retired.
+func rotateOnce(t *testing.T, e *kubetest.Env, ns string, rds *redistest.Server) {
+	t.Helper()
+	before := waitCredentials(t, e, ns)
+	askRotation(t, e, before, "rbac")
+	after := waitRotated(t, e, ns, before, "rbac")
+	r := &tenantRedis{servers: []*redistest.Server{rds}}
+	eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
+		if s := getSecret(t, e, ns); s == nil || s.Annotations[controller.AnnotationRetiringHash] != "" {
+			return errors.New("the Secret still names a retiring password")
+		}
+		return r.userEverywhere(context.Background(), t, tenantPrefix+ns, string(after.Data["password"]))
 	})
 }
 
@@ -258,15 +302,11 @@ func checkRoleIsUsed(t *testing.T) {
 	readManifest(t, "role.yaml", &role)
 	granted := map[string]bool{}
 	for _, r := range role.Rules {
-		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-			t.Errorf("rule %+v: resourceNames and nonResourceURLs are not in the table", r)
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 1 {
+			t.Errorf("rule %+v: nonResourceURLs and several resourceNames are not in the table", r)
 		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					granted[g+"/"+res+" "+v] = true
-				}
-			}
+		for _, p := range grants(r) {
+			granted[p] = true
 		}
 	}
 	used := map[string]bool{}
@@ -297,6 +337,25 @@ func checkRoleIsUsed(t *testing.T) {
 	}
 }
 
+// grants are the rule's permissions as "<table key> <verb>".
+func grants(r rbacv1.PolicyRule) []string {
+	names := r.ResourceNames
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	var out []string
+	for _, g := range r.APIGroups {
+		for _, res := range r.Resources {
+			for _, name := range names {
+				for _, v := range r.Verbs {
+					out = append(out, tableKey(g, res, name)+" "+v)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // rulesOf turns the table into ClusterRole rules.
 func rulesOf(table map[string][]string) []rbacv1.PolicyRule {
 	keys := make([]string, 0, len(table))
@@ -306,9 +365,22 @@ func rulesOf(table map[string][]string) []rbacv1.PolicyRule {
 	sort.Strings(keys)
 	out := make([]rbacv1.PolicyRule, 0, len(keys))
 	for _, k := range keys {
-		group, res, _ := strings.Cut(k, "/")
-		out = append(out, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{res},
-			Verbs: slices.Clone(table[k])})
+		group, resource, _ := strings.Cut(k, "/")
+		res, name, _ := strings.Cut(resource, "@")
+		rule := rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{res}, Verbs: slices.Clone(table[k])}
+		if name != "" {
+			rule.ResourceNames = []string{name}
+		}
+		out = append(out, rule)
 	}
 	return out
+}
+
+// tableKey is the rbacUsed key of a rule: "group/resource", with "@name" when limited to
+// one resource name.
+func tableKey(group, resource, name string) string {
+	if name == "" {
+		return group + "/" + resource
+	}
+	return group + "/" + resource + "@" + name
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+)
+
+// tenancyOptions are the flags of per-namespace Redis users.
+type tenancyOptions struct {
+	enabled        bool
+	secretName     string
+	userPrefix     string
+	rotationPeriod time.Duration
+	grace          time.Duration
+}
+
+func (t *tenancyOptions) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&t.enabled, "redis-tenant-users", false,
+		"Give each namespace with policies its own Redis ACL user, limited to its keys, with its credentials in a Secret of the namespace. --redis-credentials-path must then name an administrative user (config/redis/acl.conf).")
+	fs.StringVar(&t.secretName, "redis-tenant-secret-name", controller.DefaultTenantSecretName,
+		"Name of the kubernetes.io/basic-auth Secret written in each namespace (the one sidecars mount). Another name needs the ClusterRole's secrets resourceNames changed too.")
+	fs.StringVar(&t.userPrefix, "redis-tenant-user-prefix", controller.DefaultTenantUserPrefix,
+		"Prefix of the per-namespace Redis user names (<prefix><namespace>). Users with it belong to this manager: give managers sharing one Redis different prefixes.")
+	fs.DurationVar(&t.rotationPeriod, "redis-tenant-rotation-period", 0,
+		"Replace each namespace's Redis password at this age; 0 (default) rotates only on request (annotation policy.ratelimit.dev/rotate on the Secret).")
+	fs.DurationVar(&t.grace, "redis-tenant-password-grace", controller.DefaultTenantGrace,
+		"How long Redis keeps accepting a replaced password, and keeps a namespace's user after its last policy: longer than the kubelet takes to refresh a mounted Secret.")
+}
+
+// validate reports the first bad flag, by name.
+func (t *tenancyOptions) validate() error {
+	if !t.enabled {
+		return nil
+	}
+	switch {
+	case t.grace <= 0:
+		return fmt.Errorf("--redis-tenant-password-grace: %s; a replaced password must stay valid until the kubelet has refreshed every mount", t.grace)
+	case t.rotationPeriod < 0 || (t.rotationPeriod > 0 && t.rotationPeriod <= t.grace):
+		return fmt.Errorf("--redis-tenant-rotation-period: %s; 0 (off) or longer than --redis-tenant-password-grace %s", t.rotationPeriod, t.grace)
+	case len(validation.IsDNS1123Subdomain(t.secretName)) > 0:
+		return fmt.Errorf("--redis-tenant-secret-name: %q: %s", t.secretName, strings.Join(validation.IsDNS1123Subdomain(t.secretName), "; "))
+	case t.userPrefix == "" || strings.ContainsAny(t.userPrefix, " \t\r\n"):
+		return fmt.Errorf("--redis-tenant-user-prefix: %q is empty or holds whitespace", t.userPrefix)
+	}
+	return nil
+}
+
+// addCache restricts the manager's Secret cache to the credentials Secrets.
+func (t *tenancyOptions) addCache(byObject map[client.Object]cache.ByObject) {
+	if t.enabled {
+		obj, by := controller.TenantSecretCache(t.secretName)
+		byObject[obj] = by
+	}
+}
+
+// setup registers the per-namespace users when enabled, and returns what to close at exit.
+func (t *tenancyOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient, ro redisconn.Options, resync time.Duration,
+	keyPrefix string) (func(), error) {
+	if !t.enabled {
+		return func() {}, nil
+	}
+	nodes, closeNodes, err := redisNodes(rdb, ro)
+	if err != nil {
+		return nil, err
+	}
+	err = controller.SetupTenancy(mgr, controller.TenancyOptions{Nodes: nodes, Topology: ro.Topology(),
+		SecretName: t.secretName, UserPrefix: t.userPrefix, RotationPeriod: t.rotationPeriod, Grace: t.grace,
+		Resync: resync, KeyPrefix: keyPrefix})
+	if err != nil {
+		closeNodes()
+		return nil, fmt.Errorf("--redis-tenant-*: %w", err)
+	}
+	return closeNodes, nil
+}
+
+// redisNodes reaches every node: the server; every node of a Cluster; the primary and
+// replicas the Sentinels name. Each is dialled with the same TLS and credentials.
+func redisNodes(rdb redis.UniversalClient, ro redisconn.Options) (redisacl.Nodes, func(), error) {
+	opts, err := ro.NodeOptions()
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis nodes: %w", err)
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		n := &redisacl.ClusterNodes{Cluster: c, Options: opts}
+		return n, func() { _ = n.Close() }, nil // exiting: nothing to do about a close error
+	case *redis.Client:
+		if ro.Mode == redisconn.ModeSentinel {
+			n := &redisacl.SentinelNodes{Sentinels: ro.Addrs, MasterName: ro.MasterName, Options: opts}
+			return n, func() { _ = n.Close() }, nil
+		}
+		return redisacl.ServerNodes(c), func() {}, nil
+	default:
+		return nil, nil, fmt.Errorf("redis nodes: unsupported client %T", rdb)
+	}
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
+)
+
+// TenantReconciler gives every namespace that has policies a Redis ACL user of its own,
+// restricted to the namespace's keys and to what a sidecar runs, and publishes its
+// credentials in the namespace as a basic-auth Secret (SecretName, the name sidecars mount).
+// It rotates the password on request (AnnotationRotate) and every RotationPeriod without
+// dropping a check: Redis accepts both passwords for Grace after the new one is published.
+// Grace after the namespace's last policy is gone, it deletes the user from every node and
+// the Secret. It is keyed by namespace (request name: SecretName).
+type TenantReconciler struct {
+	client.Client
+	// APIReader reads the Secret uncached. Each step starts from what the API server holds:
+	// a cached copy that does not show this controller's last rotation yet would set Redis
+	// back to the previous password and lock out the sidecars that read the new one.
+	APIReader client.Reader
+	// Users keeps the users on every Redis node.
+	Users *redisacl.Users
+	// Recorder emits events on the Secret (never its contents).
+	Recorder events.EventRecorder
+	// SecretName is the credentials Secret in each namespace.
+	SecretName string
+	// UserPrefix begins each user name: UserPrefix + namespace.
+	UserPrefix string
+	// KeyPrefix is the operator's key prefix; each user may touch "{KeyPrefix<namespace>/*".
+	KeyPrefix string
+	// Commands are what each user may run (redisacl.SidecarCommands).
+	Commands []string
+	// RotationPeriod is the age at which a password is replaced; 0 never.
+	RotationPeriod time.Duration
+	// Grace is how long a replaced password stays valid, and how long the user outlives
+	// the namespace's last policy: long enough for the kubelet to refresh mounted Secrets
+	// and snapshots.
+	Grace time.Duration
+	// Unknown carries namespaces whose user the repair loop found in Redis unasked.
+	Unknown chan event.GenericEvent
+}
+
+// Secrets: create cannot be limited to a name (the API server authorizes it before the
+// object exists); everything else is limited to the credentials Secret's default name.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=ratelimit-redis-credentials,verbs=get;list;watch;update;delete
+
+// Reconcile makes one namespace's user and Secret match whether it has policies.
+func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Namespace
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list policies in %s: %w", ns, err)
+	}
+	s, err := r.secret(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer tenantUsers.Set(float64(r.Users.Wanted()))
+	if len(list.Items) == 0 {
+		return r.remove(ctx, ns, s)
+	}
+	return r.ensure(ctx, ns, s)
+}
+
+// secret reads the namespace's credentials Secret from the API server; nil when absent.
+func (r *TenantReconciler) secret(ctx context.Context, ns string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.SecretName}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get Secret %s/%s: %w", ns, r.SecretName, err)
+	}
+	return &s, nil
+}
+
+// user is the namespace's ACL user accepting the passwords hashed.
+func (r *TenantReconciler) user(ns string, hashes []string) (redisacl.User, error) {
+	pattern, err := redisacl.KeyPattern(r.KeyPrefix, ns)
+	if err != nil {
+		return redisacl.User{}, err //nolint:wrapcheck // names the prefix or namespace
+	}
+	return redisacl.User{Name: r.userName(ns), PasswordHashes: hashes, KeyPatterns: []string{pattern},
+		Commands: r.Commands}, nil
+}
+
+func (r *TenantReconciler) userName(ns string) string { return r.UserPrefix + ns }
+
+// apply sets the namespace's user, accepting exactly hashes, on every node.
+func (r *TenantReconciler) apply(ctx context.Context, ns string, hashes []string) error {
+	u, err := r.user(ns, hashes)
+	if err != nil {
+		return err
+	}
+	return r.Users.Ensure(ctx, u) //nolint:wrapcheck // names the user and the nodes
+}
+
+// redisFailed reports that Redis did not take a change and retries after RedisRetry (not
+// the controller's growing backoff: an outage must not delay the namespace for minutes
+// once Redis is back).
+func (r *TenantReconciler) redisFailed(ctx context.Context, ns string, s *corev1.Secret, err error) (ctrl.Result, error) {
+	tenantFailures.Inc()
+	logf.FromContext(ctx).Info("redis user not updated on every node; will retry", "namespace", ns,
+		"user", r.userName(ns), "error", err.Error())
+	r.event(s, corev1.EventTypeWarning, "RedisUnavailable", "Redis user %s not updated on every node: %v", r.userName(ns), err)
+	return ctrl.Result{RequeueAfter: RedisRetry}, nil
+}
+
+// event records an event on the Secret, if there is one.
+func (r *TenantReconciler) event(s *corev1.Secret, kind, reason, format string, args ...any) {
+	if s != nil && r.Recorder != nil {
+		r.Recorder.Eventf(s, nil, kind, reason, "ReconcileRedisUser", format, args...)
+	}
+}
+
+// SetupWithManager registers the controller: the credentials Secrets (a rotation request, a
+// hand edit, a deletion), a namespace's first and last policy, and users the repair loop
+// found in Redis unasked.
+func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byName := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.SecretName })
+	// Only a policy's arrival and final removal change whether a namespace needs a user.
+	createOrDelete := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	return ctrl.NewControllerManagedBy(mgr). //nolint:wrapcheck // setup error reported as is
+							Named("tenant").
+							For(&corev1.Secret{}, builder.WithPredicates(byName)).
+							Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.namespaceOf),
+			builder.WithPredicates(createOrDelete)).
+		WatchesRawSource(source.Channel(r.Unknown, handler.EnqueueRequestsFromMapFunc(r.namespaceOf))).
+		Complete(r)
+}
+
+// namespaceOf maps any object to its namespace's request.
+func (r *TenantReconciler) namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: r.SecretName}}}
+}

@@ -1,0 +1,108 @@
+package redisacl_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// TestSentinelUsers: with a Sentinel-managed primary and replica (both including the
+// administrative user), a user reaches both nodes, a sidecar reaching Redis through the
+// Sentinel decides as that user, and after a failover (SENTINEL FAILOVER) the promoted
+// replica decides for it at once; Repair then finds the nodes through the Sentinel again
+// (primary and replica swapped) and sets a user lost by the new replica's restart.
+func TestSentinelUsers(t *testing.T) {
+	redistest.RequireRedis(t)
+	primary := redistest.StartServer(t, adminConf(t, nil))
+	replica := redistest.StartReplica(t, primary, adminConf(t, nil))
+	sentinel := redistest.StartSentinel(t, masterName, primary)
+	u, _ := adminUsers(t, redisconn.ModeSentinel, []string{sentinel.Addr()})
+	ctx := testCtx(t)
+	pa := password(t)
+	a := tenant(t, "a", false, pa)
+	if err := u.Ensure(ctx, a); err != nil {
+		t.Fatalf("Ensure through the Sentinel: %v", err)
+	}
+	nodes := []*redistest.Server{primary, replica}
+	if got := holders(ctx, t, nodes, a); len(got) != 2 {
+		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
+	}
+	sidecar := client(t, redisconn.ModeSentinel, []string{sentinel.Addr()}, a.Name, pa)
+	if errs := checkAll(ctx, t, sidecar, "a"); len(errs) > 0 {
+		t.Fatalf("a's checks through the Sentinel: %v", errs)
+	}
+	l := newLimiter(t, sidecar)
+	p := roomyPolicy(t, "a")
+
+	sc := sentinel.Client()
+	defer func() { _ = sc.Close() }()
+	if err := sc.Failover(ctx, masterName).Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	promoted := waitPromoted(t, replica)
+	waitNamed(ctx, t, sentinel, replica)
+	recovered, aclErrs := untilRedis(ctx, l, p, "caller")
+	if recovered.IsZero() || len(aclErrs) > 0 {
+		t.Fatalf("a's sidecar after the failover: recovered at %v, ACL errors %v", recovered, aclErrs)
+	}
+	t.Logf("replica promoted; a decided by Redis again %s later", recovered.Sub(promoted).Round(time.Millisecond))
+
+	primary.Restart(t) // the old primary, now to be a replica: back without users
+	waitRepairedOn(ctx, t, u, []*redistest.Server{replica, primary}, a)
+	if refused := refusalsOf(ctx, t, adminUser, replica, primary); len(refused) > 0 {
+		t.Errorf("Redis refused the administrative user: %v", refused)
+	}
+}
+
+// refusalsOf are the nodes' ACL LOG entries of user.
+func refusalsOf(ctx context.Context, t *testing.T, user string, nodes ...*redistest.Server) []string {
+	t.Helper()
+	var out []string
+	for _, n := range nodes {
+		entries, err := n.Client().ACLLog(ctx, 1000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Username == user {
+				out = append(out, n.Addr()+" "+e.Reason+":"+e.Object)
+			}
+		}
+	}
+	return out
+}
+
+// waitNamed waits until the Sentinel names n as the primary.
+func waitNamed(ctx context.Context, t *testing.T, s *redistest.Sentinel, n *redistest.Server) {
+	t.Helper()
+	sc := s.Client()
+	defer func() { _ = sc.Close() }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		addr, err := sc.GetMasterAddrByName(ctx, masterName).Result()
+		if err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == n.Addr() {
+			return
+		}
+	}
+	t.Fatalf("the Sentinel does not name %s as the primary within 30s", n.Addr())
+}
+
+// waitRepairedOn runs Repair until every node holds the users (a restarted replica is
+// listed by the Sentinel once it is connected again), bounded.
+func waitRepairedOn(ctx context.Context, t *testing.T, u *redisacl.Users, nodes []*redistest.Server, want ...redisacl.User) {
+	t.Helper()
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_, _ = u.Repair(ctx) // a round while the replica is listed down is retried
+		missing := 0
+		for _, user := range want {
+			missing += len(nodes) - len(holders(ctx, t, nodes, user))
+		}
+		if missing == 0 {
+			return
+		}
+	}
+	t.Fatalf("users not on every node within 45s")
+}

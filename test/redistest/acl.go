@@ -1,0 +1,73 @@
+package redistest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ACLUser makes one user line of an ACL conf fragment usable: its password placeholder
+// replaced, its rules optionally edited.
+type ACLUser struct {
+	// Password replaces the line's placeholder rule ("#REPLACE-WITH-...").
+	Password string
+	// Edit, when set, changes the rules after the user name (placeholder already replaced).
+	Edit func(rules []string) []string
+}
+
+// WithACLConf makes the server include a copy of the redis.conf fragment at path (for
+// example config/redis/acl.conf) holding only the user lines named in users, each with its
+// placeholder replaced by the SHA-256 of its password and its rules edited. It fails the
+// test when a named user is missing or has no placeholder, so a test cannot silently run
+// with a file that lost its user.
+func WithACLConf(t testing.TB, path string, users map[string]ACLUser) Option {
+	t.Helper()
+	src, err := os.ReadFile(path) //nolint:gosec // a test fixture path
+	if err != nil {
+		t.Fatalf("redistest: read %s: %v", path, err)
+	}
+	var out []string
+	found := map[string]bool{}
+	for _, line := range strings.Split(string(src), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "user" {
+			continue
+		}
+		u, ok := users[f[1]]
+		if !ok {
+			continue
+		}
+		out = append(out, aclLine(t, path, f[1], f[2:], u))
+		found[f[1]] = true
+	}
+	for name := range users {
+		if !found[name] {
+			t.Fatalf("redistest: %s declares no user %s", path, name)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "acl.conf")
+	if err := os.WriteFile(conf, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+		t.Fatalf("redistest: write %s: %v", conf, err)
+	}
+	return WithArgs("--include", conf)
+}
+
+// aclLine is one user line with its placeholder replaced and its rules edited.
+func aclLine(t testing.TB, path, name string, rules []string, u ACLUser) string {
+	t.Helper()
+	i := slices.IndexFunc(rules, func(r string) bool { return strings.HasPrefix(r, "#REPLACE-WITH-") })
+	if i < 0 {
+		t.Fatalf("redistest: %s: user %s lost its password placeholder", path, name)
+	}
+	sum := sha256.Sum256([]byte(u.Password))
+	rules = slices.Clone(rules)
+	rules[i] = "#" + hex.EncodeToString(sum[:])
+	if u.Edit != nil {
+		rules = u.Edit(rules)
+	}
+	return strings.Join(append([]string{"user", name}, rules...), " ")
+}
