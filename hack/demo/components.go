@@ -13,6 +13,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
@@ -36,19 +38,23 @@ func (d *demo) controlPlane(_ context.Context) error {
 	return nil
 }
 
-// startRedis runs redis-server on a free loopback port, without persistence.
+// startRedis runs redis-server on a free loopback port, without persistence, with the
+// default user off and the manager's administrative user (config/redis/acl.conf).
 func (d *demo) startRedis(ctx context.Context) error {
-	d.step("Redis: a local redis-server")
+	d.step("Redis: a local redis-server, default user off, the manager's admin user from config/redis/acl.conf")
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
 	d.addrs.redis = addr
+	if d.adminPassword, err = newPassword(); err != nil {
+		return err
+	}
 	d.redis, err = d.launchRedis()
 	if err != nil {
 		return err
 	}
-	if err := waitRedis(ctx, addr); err != nil {
+	if err := waitRedis(ctx, addr, d.adminPassword); err != nil {
 		return err
 	}
 	out, _ := exec.Command("redis-server", "--version").Output() // only for display
@@ -58,8 +64,12 @@ func (d *demo) startRedis(ctx context.Context) error {
 
 func (d *demo) launchRedis() (*proc, error) {
 	_, port, _ := net.SplitHostPort(d.addrs.redis)
-	return d.startProc("redis", "redis-server", "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", d.dir)
+	users, err := redisUserArgs(d.adminPassword)
+	if err != nil {
+		return nil, err
+	}
+	return d.startProc("redis", "redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no", "--dir", d.dir}, users...)...)
 }
 
 // restartRedis brings Redis back (for --stay).
@@ -67,22 +77,18 @@ func (d *demo) restartRedis(ctx context.Context) {
 	p, err := d.launchRedis()
 	if err == nil {
 		d.redis = p
-		_ = waitRedis(ctx, d.addrs.redis) // best effort: the explorer will see it either way
+		_ = waitRedis(ctx, d.addrs.redis, d.adminPassword) // best effort: the explorer will see it either way
 	}
 }
 
-// waitRedis waits until Redis answers PING over a raw connection.
-func waitRedis(ctx context.Context, addr string) error {
+// waitRedis waits until Redis accepts the administrative user.
+func waitRedis(ctx context.Context, addr, password string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: adminUser, Password: password, MaxRetries: -1})
+	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
-			buf := make([]byte, 7)
-			n, _ := c.Read(buf)
-			_ = c.Close()
-			if strings.HasPrefix(string(buf[:n]), "+PONG") {
-				return nil
-			}
+		if c.Do(ctx, "SCRIPT", "EXISTS", "0").Err() == nil {
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -102,7 +108,12 @@ func (d *demo) startManager(ctx context.Context) error {
 	}
 	d.addrs.managerProbes = probes
 	w := d.env.Environment.WebhookInstallOptions
+	admin := filepath.Join(d.dir, "creds-admin")
+	if err := writeCreds(admin, adminUser, d.adminPassword); err != nil {
+		return err
+	}
 	p, err := d.startProc("manager", bin, "--kubeconfig", d.kcfg, "--redis-addrs", d.addrs.redis,
+		"--redis-credentials-path", admin, "--redis-tenant-users", "--redis-tenant-password-grace", "5s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--webhook-host", w.LocalServingHost, "--webhook-port", strconv.Itoa(w.LocalServingPort),
 		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s")
@@ -128,12 +139,18 @@ func (d *demo) startSidecar(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	creds, user, password, err := d.namespaceCreds(ctx, d.opts.namespace)
+	if err != nil {
+		return err
+	}
+	d.nsUser, d.nsPassword = user, password
 	for _, a := range []*string{&d.addrs.proxy, &d.addrs.check, &d.addrs.grpc, &d.addrs.sidecarMetrics} {
 		if *a, err = freeAddr(); err != nil {
 			return err
 		}
 	}
 	p, err := d.startProc("sidecar", bin, "--namespace", d.opts.namespace, "--snapshot-watch", "--kubeconfig", d.kcfg,
+		"--redis-credentials-path", creds,
 		"--upstream", "http://"+d.addrs.upstream, "--proxy-bind-address", d.addrs.proxy,
 		"--http-bind-address", d.addrs.check, "--grpc-bind-address", d.addrs.grpc,
 		"--metrics-bind-address", d.addrs.sidecarMetrics, "--drain-delay", "0s", "--redis-timeout", "500ms")
@@ -146,6 +163,7 @@ func (d *demo) startSidecar(ctx context.Context) error {
 	}
 	d.say("proxy http://%s → upstream http://%s; check API http://%s/v1/check; Envoy RLS %s", d.addrs.proxy,
 		d.addrs.upstream, d.addrs.check, d.addrs.grpc)
+	d.say("Redis as %s (the user the manager made for the namespace, from its Secret %s)", user, credsSecret)
 	return nil
 }
 

@@ -14,17 +14,20 @@ import (
 
 // demo is one run: what it started (to stop it) and what it saw (for the summary).
 type demo struct {
-	opts    options
-	start   time.Time
-	out     io.Writer
-	dir     string
-	env     *kubetest.Env
-	kcfg    string
-	redis   *proc
-	procs   []*proc
-	addrs   addrs
-	summary []string
-	stepN   int
+	opts  options
+	start time.Time
+	out   io.Writer
+	dir   string
+	env   *kubetest.Env
+	kcfg  string
+	redis *proc
+	procs []*proc
+	addrs addrs
+	// adminPassword is the Redis administrative user's (the manager's); nsUser and
+	// nsPassword are the credentials the manager wrote for the demo namespace's sidecar.
+	adminPassword, nsUser, nsPassword string
+	summary                           []string
+	stepN                             int
 }
 
 // addrs are the loopback endpoints of the demo's servers.
@@ -32,7 +35,7 @@ type addrs struct {
 	redis, proxy, check, grpc, sidecarMetrics, managerProbes, upstream string
 }
 
-const steps = 10
+const steps = 11
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")
@@ -42,7 +45,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.dir = dir
 	for _, s := range []func(context.Context) error{
 		d.controlPlane, d.startRedis, d.startManager, d.applySamples, d.startSidecar,
-		d.burst, d.badPolicy, d.crossNamespace, d.editPolicy, d.killRedis,
+		d.burst, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
 	} {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)

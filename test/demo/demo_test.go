@@ -41,6 +41,7 @@ func TestDemo(t *testing.T) {
 		"burst: 200 ×5 then 429",
 		"bad policy refused by the admission webhook",
 		"cross-namespace policy refused",
+		"tenancy: demo-test and demo-test-b have their own Redis users",
 		"policy edit enforced by the sidecar",
 		"Redis down: FailOpen admitted, FailClosed refused",
 	} {
