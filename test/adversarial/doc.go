@@ -34,4 +34,9 @@
 //   - edits under load (TestEditsUnderLoadNeverOverAdmit)
 //   - Redis killed mid-burst (TestRedisKilledMidBurstNeverOverAdmits)
 //   - SCRIPT FLUSH mid-burst (TestScriptFlushMidBurstAdmitsExactlyTheLimit)
+//
+// Issue 14 (tenancy): a tenant naming another tenant's keys, refused by the webhook's rule
+// and by the sidecar (TestTenantCannotNameAnotherNamespacesKeys, tenancy); what Redis itself
+// refuses a namespace's own credentials is proved in internal/redisacl and
+// test/envtestcontroller.
 package adversarial
