@@ -171,8 +171,11 @@ func (d *demo) crossRead(ctx context.Context, other string) (string, error) {
 	}
 	theirs := "{rl:" + other + "/demo-api:alice}:per-10s"
 	err := c.Eval(ctx, "return redis.call('MGET', KEYS[1])", []string{theirs}).Err()
-	if err == nil || !strings.Contains(err.Error(), "NOPERM") {
-		return "", fmt.Errorf("reading %s as %s: %v, want NOPERM", theirs, d.nsUser, err)
+	if err == nil {
+		return "", fmt.Errorf("reading %s as %s was allowed, want NOPERM", theirs, d.nsUser)
+	}
+	if !strings.Contains(err.Error(), "NOPERM") {
+		return "", fmt.Errorf("reading %s as %s: %w, want NOPERM", theirs, d.nsUser, err)
 	}
 	return err.Error(), nil
 }
