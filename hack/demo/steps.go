@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,13 +134,8 @@ func (d *demo) burst(ctx context.Context) error {
 // badPolicy shows the webhook refusing a policy whose keys could cross Cluster slots.
 func (d *demo) badPolicy(ctx context.Context) error {
 	d.step("A bad policy: keys without a {hash tag} (would cross Redis Cluster slots)")
-	out, err := d.kubectl(ctx, badPolicy, "apply", "-n", d.opts.namespace, "-f", "-")
-	d.sayBlock(out)
-	if err == nil {
-		return errors.New("bad policy was accepted; the webhook must refuse it")
-	}
-	if !strings.Contains(out, "spec.keyLayout.state") {
-		return fmt.Errorf("bad policy refused without naming spec.keyLayout.state: %w", err)
+	if err := d.refused(ctx, "bad policy", badPolicy, "spec.keyLayout.state"); err != nil {
+		return err
 	}
 	d.done("bad policy refused by the admission webhook, naming spec.keyLayout.state")
 	return nil
@@ -150,15 +144,26 @@ func (d *demo) badPolicy(ctx context.Context) error {
 // crossNamespace shows the webhook refusing a policy whose keys are another namespace's.
 func (d *demo) crossNamespace(ctx context.Context) error {
 	d.step("A policy naming another namespace's keys ({rl:victim/payments:...})")
-	out, err := d.kubectl(ctx, crossNamespacePolicy, "apply", "-n", d.opts.namespace, "-f", "-")
-	d.sayBlock(out)
-	if err == nil {
-		return errors.New("a policy naming another namespace's keys was accepted; the webhook must refuse it")
-	}
-	if !strings.Contains(out, "spec.keyLayout.state") || !strings.Contains(out, "{rl:${namespace}/") {
-		return fmt.Errorf("cross-namespace policy refused without naming spec.keyLayout.state and the required prefix: %w", err)
+	if err := d.refused(ctx, "cross-namespace policy", crossNamespacePolicy, "spec.keyLayout.state", "{rl:${namespace}/"); err != nil {
+		return err
 	}
 	d.done("cross-namespace policy refused: every key must begin with {rl:${namespace}/")
+	return nil
+}
+
+// refused applies manifest and fails unless the webhook refuses it with every fragment of
+// want in its answer.
+func (d *demo) refused(ctx context.Context, what string, manifest []byte, want ...string) error {
+	out, err := d.kubectl(ctx, manifest, "apply", "-n", d.opts.namespace, "-f", "-")
+	d.sayBlock(out)
+	if err == nil {
+		return fmt.Errorf("%s was accepted; the webhook must refuse it", what)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			return fmt.Errorf("%s refused without naming %q: %w", what, w, err)
+		}
+	}
 	return nil
 }
 

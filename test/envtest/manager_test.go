@@ -20,13 +20,7 @@ import (
 // checks that it answers /healthz and /readyz, guards /metrics with authentication, and stops
 // cleanly on SIGTERM.
 func TestManagerServesProbes(t *testing.T) {
-	e := kube(t)
-	dir := t.TempDir()
-	bin := buildManager(t, dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := kubetest.WriteKubeconfig(e.Config, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := managerWithKubeconfig(t)
 	probe, metrics := freeAddr(t), freeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
@@ -149,16 +143,23 @@ func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
 // without the closing ':', so namespace "b" of prefix "a" and namespace "ab" of another
 // would share keys) stops the manager at start-up, naming the flag.
 func TestManagerRefusesABadKeyPrefix(t *testing.T) {
-	e := kube(t)
-	dir := t.TempDir()
-	bin := buildManager(t, dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := kubetest.WriteKubeconfig(e.Config, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := managerWithKubeconfig(t)
 	out, err := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
 		"--metrics-bind-address", "0", "--webhooks=false", "--redis-addrs", "127.0.0.1:1", "--key-prefix", "rl").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--key-prefix") {
 		t.Fatalf("manager with --key-prefix rl: err %v, output:\n%s\nwant an exit naming --key-prefix", err, out)
 	}
+}
+
+// managerWithKubeconfig builds the manager and writes a kubeconfig for the envtest API server.
+func managerWithKubeconfig(t *testing.T) (bin, kubeconfig string) {
+	t.Helper()
+	e := kube(t)
+	dir := t.TempDir()
+	bin = buildManager(t, dir)
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := kubetest.WriteKubeconfig(e.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return bin, kubeconfig
 }
