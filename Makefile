@@ -9,9 +9,13 @@ IMG ?= ratelimit-operator:dev
 BIN ?= bin
 CONTAINER_TOOL ?= docker
 
-# Tools pinned in go.mod (controller-gen) and hack/tools/go.mod (golangci-lint).
+# Tools pinned in go.mod (controller-gen) and hack/tools/go.mod (golangci-lint, crd-ref-docs).
 CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := go tool -modfile=hack/tools/go.mod golangci-lint
+CRD_REF_DOCS := go tool -modfile=hack/tools/go.mod crd-ref-docs
+
+# Where `make docs` writes the API reference (hack/apidocs/docs_test.go points it at a temp file).
+API_DOCS ?= docs/api.md
 
 # Test knobs: extra `go test` flags and the package pattern.
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
@@ -37,8 +41,9 @@ generate: ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: docs
-docs: ## Generate docs/api.md from the API types.
-	go run ./hack/apidocs -out docs/api.md
+docs: ## Generate docs/api.md from the API types (crd-ref-docs; config and templates in hack/apidocs).
+	$(CRD_REF_DOCS) --log-level=WARN --renderer=markdown --source-path=api/v1alpha1 \
+	  --config=hack/apidocs/config.yaml --templates-dir=hack/apidocs/templates --output-path=$(API_DOCS)
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
