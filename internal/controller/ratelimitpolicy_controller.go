@@ -81,14 +81,12 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 // evaluate sets every condition and says when to look again.
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
-	defaulted := p.DeepCopy()
-	r.Rules.Default(defaulted)
-	compiled, errs := r.Rules.Compile(defaulted)
+	compiled, errs := r.Rules.Build(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}
 	}
-	s := compiled.Script()
+	s := compiled.Limiter.Script()
 	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
 	res := ctrl.Result{}
 	if err := r.Scripts.Ensure(ctx); err != nil {
@@ -97,7 +95,7 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	} else {
 		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
-	r.setPublished(ctx, p, policy.Snapshot(defaulted, compiled))
+	r.setPublished(ctx, p, compiled.Entry)
 	setReady(p)
 	return res
 }

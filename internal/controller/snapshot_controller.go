@@ -173,13 +173,11 @@ func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1al
 // entry last published for it, if that one still holds under rules (ok false otherwise: a
 // policy that breaks the key scope, say, loses its entry rather than keep keys outside it).
 func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Policy, bool) {
-	p := item.DeepCopy()
-	rules.Default(p)
-	compiled, errs := rules.Compile(p)
+	compiled, errs := rules.Build(item)
 	if len(errs) == 0 {
-		return policy.Snapshot(p, compiled), true
+		return compiled.Entry, true
 	}
-	kept, ok := last.entry(p.Name, p.UID)
+	kept, ok := last.entry(item.Name, item.UID)
 	if !ok || kept.InScope(rules.Prefix()) != nil {
 		return snapshot.Policy{}, false
 	}

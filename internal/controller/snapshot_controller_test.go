@@ -33,12 +33,11 @@ func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {
 
 func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Policy {
 	t.Helper()
-	policy.Default(&p)
-	c, errs := policy.Compile(&p)
+	c, errs := policy.Rules{}.Build(&p)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return policy.Snapshot(&p, c)
+	return c.Entry
 }
 
 // configMapOf is the ConfigMap a sync writes for the policies.

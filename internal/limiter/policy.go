@@ -85,7 +85,6 @@ type Policy struct {
 	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
 	// read-only by every such call: go-redis copies args into each command.
 	commonArgs []any
-	slots      []string
 	local      *localCap
 	// horizon is Horizon of the policy: no reply of its scripts reaches further.
 	horizon time.Duration
@@ -120,7 +119,7 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
 	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
 	p.replays = strconv.Itoa(p.IdempotencyMaxReplays)
-	p.limitArg, p.slots = limitArgs(c.Algorithm, c.Limits), slotValues(s.KeysPerLimit)
+	p.limitArg = limitArgs(c.Algorithm, c.Limits)
 	p.commonArgs = p.buildArgs(1, "")
 	p.horizon = Horizon(c.Algorithm, c.Limits)
 	return p, nil
@@ -293,34 +292,22 @@ func (p *Policy) size(i int) int64 {
 	return burstOf(p.Algorithm, p.Limits[i])
 }
 
-// slotValues are the ${slot} values of a limit's keys: "0" and "1" for a script that keeps
-// two keys per limit, and "" for one key per limit, which every script does now (SlidingWindow
-// keeps both of its windows in one key; a template that still names ${slot} expands it empty).
-func slotValues(perLimit int) []string {
-	if perLimit == 1 {
-		return []string{""}
-	}
-	return []string{"0", "1"}
-}
-
 // Script is the Lua script the policy runs.
 func (p *Policy) Script() *Script { return p.script }
 
 // Keys returns the Redis keys a check for identity touches, in KEYS order, with the
 // idempotency key last when requestID is set and the policy has idempotency.
 func (p *Policy) Keys(identity, requestID string) []string {
+	// One state key per limit (SlidingWindow keeps both of its windows in it; a template
+	// that still names ${slot} expands it empty).
 	v := keylayout.Values{Namespace: p.Namespace, Policy: p.Name, Identity: identity}
-	n := len(p.Limits) * len(p.slots)
-	keys := make([]string, 0, n+1)
+	keys := make([]string, 0, len(p.Limits)+1)
 	for _, l := range p.Limits {
 		v.Limit = l.Name
-		for _, s := range p.slots {
-			v.Slot = s
-			keys = append(keys, p.state.Expand(&v))
-		}
+		keys = append(keys, p.state.Expand(&v))
 	}
 	if p.idem != nil && requestID != "" {
-		v.Limit, v.Slot, v.RequestID = "", "", requestID
+		v.Limit, v.RequestID = "", requestID
 		keys = append(keys, p.idem.Expand(&v))
 	}
 	return keys

@@ -43,9 +43,6 @@ type Script struct {
 	Source string
 	// SHA is the lowercase hex SHA1 of Source, as EVALSHA takes it.
 	SHA string
-	// KeysPerLimit is how many state keys each limit declares (1 for every algorithm now:
-	// SlidingWindow keeps both of its windows in one key).
-	KeysPerLimit int
 
 	// shaArg and srcArg are SHA and Source as command arguments, boxed once.
 	shaArg, srcArg any
@@ -59,27 +56,25 @@ func mustLoadScripts() map[Algorithm]*Script {
 	for _, s := range []struct {
 		alg  Algorithm
 		name string
-		keys int
 	}{
-		{TokenBucket, "token_bucket", 1},
-		{SlidingWindow, "sliding_window", 1},
-		{FixedWindow, "fixed_window", 1},
-		{GCRA, "gcra", 1},
+		{TokenBucket, "token_bucket"},
+		{SlidingWindow, "sliding_window"},
+		{FixedWindow, "fixed_window"},
+		{GCRA, "gcra"},
 	} {
-		src := compose(mustRead("lua/"+s.name+".lua"), driver, s.keys)
+		src := compose(mustRead("lua/"+s.name+".lua"), driver)
 		sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
 		sha := hex.EncodeToString(sum[:])
-		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src, SHA: sha, KeysPerLimit: s.keys,
-			shaArg: sha, srcArg: src}
+		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src, SHA: sha, shaArg: sha, srcArg: src}
 	}
 	return out
 }
 
-// compose builds a script: the algorithm file's header (its protocol comment), the number of
-// keys per limit, then the driver with the algorithm's single-limit body (after "-- @single")
-// inlined at its "-- @single" marker and its loop body (after "-- @body") at "-- @check".
-// Inlining, rather than calling a function, spares Redis a closure and a call per check.
-func compose(algorithm, driver string, keysPerLimit int) string {
+// compose builds a script: the algorithm file's header (its protocol comment), then the
+// driver with the algorithm's single-limit body (after "-- @single") inlined at its
+// "-- @single" marker and its loop body (after "-- @body") at "-- @check". Inlining, rather
+// than calling a function, spares Redis a closure and a call per check.
+func compose(algorithm, driver string) string {
 	header, rest, ok1 := strings.Cut(algorithm, "-- @single")
 	single, body, ok2 := strings.Cut(rest, "-- @body")
 	if !ok1 || !ok2 || strings.Count(algorithm, "-- @single") != 1 || strings.Count(algorithm, "-- @body") != 1 ||
@@ -92,7 +87,7 @@ func compose(algorithm, driver string, keysPerLimit int) string {
 	}
 	driver = strings.Replace(driver, "-- @single", markerBody(single), 1)
 	driver = strings.Replace(driver, "-- @check", markerBody(body), 1)
-	return fmt.Sprintf("%slocal KEYS_PER_LIMIT = %d\n%s", header, keysPerLimit, driver)
+	return header + driver
 }
 
 func mustRead(name string) string {

@@ -1,73 +1,51 @@
 package policy
 
 import (
-	"fmt"
-	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 var specPath = field.NewPath("spec")
 
-// Config is the limiter's view of a (defaulted) policy.
-func Config(p *v1alpha1.RateLimitPolicy) limiter.PolicyConfig {
-	s := &p.Spec
-	c := limiter.PolicyConfig{
-		Namespace:   p.Namespace,
-		Name:        p.Name,
-		Algorithm:   limiter.Algorithm(s.Algorithm),
-		Limits:      limits(s.Limits),
-		FailureMode: limiter.FailureMode(s.FailureMode),
-	}
-	if c.FailureMode == "" {
-		c.FailureMode = limiter.FailOpen
-	}
-	if kl := s.KeyLayout; kl != nil {
-		c.StateKey = kl.State
-		if kl.TTL != nil {
-			c.TTL = kl.TTL.Duration
-		}
-		if s.Idempotency != nil {
-			c.IdempotencyKey = kl.Idempotency
-		}
-	}
-	if s.Idempotency != nil {
-		c.IdempotencyTTL = s.Idempotency.TTL.Duration
-		c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
-		if n := s.Idempotency.MaxReplays; n != 0 { // 0: stored before the field existed
-			c.IdempotencyMaxReplays = int(n)
-		}
-	}
-	if lc := s.LocalCap; lc != nil {
-		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: lc.Period.Duration,
-			MaxIdentities: int(lc.MaxIdentities)}
-	}
-	return c
+// Compiled is a RateLimitPolicy ready to publish and to run: its snapshot entry, exactly
+// what the sidecars receive, and that entry compiled the way each sidecar compiles it.
+type Compiled struct {
+	// Entry is the policy's snapshot entry.
+	Entry snapshot.Policy
+	// Limiter is Entry compiled for the limiter.
+	Limiter *limiter.Policy
 }
 
-func limits(in []v1alpha1.Limit) []limiter.Limit {
-	out := make([]limiter.Limit, len(in))
-	for i, l := range in {
-		out[i] = limiter.Limit{Name: l.Name, Requests: l.Requests, Period: l.Period.Duration}
-		if l.Burst != nil {
-			out[i].Burst = *l.Burst
-		}
-	}
-	return out
+// Build is the one path from a RateLimitPolicy to what runs: it defaults a copy of p with r,
+// checks it, and compiles its snapshot entry, or returns every problem with its field path.
+// The webhook, the controller, the tests and the bench take it, and every sidecar compiles
+// the same entry (snapshot.Policy.Compile), so what was checked is what runs.
+func (r Rules) Build(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
+	d := p.DeepCopy()
+	r.Default(d)
+	return r.compile(d)
 }
 
-// Compile checks a defaulted policy with the limiter's own rules (the ones its scripts need)
-// plus the API rules the schema cannot express, among them the key scope of r, and returns
-// the compiled policy or every problem with its field path.
+// Compile checks p as it is, without defaulting (the validating webhook sees it defaulted
+// already; a stored object may predate a default), and returns its compiled form.
 func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
+	c, errs := r.compile(p)
+	return c.Limiter, errs
+}
+
+// compile checks p with the rules the API schema cannot express (TTL, cost, whole
+// milliseconds, key scope) and compiles its snapshot entry with the limiter's own rules.
+func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	errs := checkSpec(&p.Spec)
 	errs = append(errs, r.checkScope(&p.Spec)...)
-	c := Config(p)
-	if c.TTL == 0 { // already reported as required; do not report it twice as too short
+	entry := Entry(p)
+	c := entry.Config(p.Namespace)
+	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
 		c.TTL = limiter.Horizon(c.Algorithm, c.Limits)
 	}
 	compiled, err := limiter.NewPolicy(c)
@@ -75,28 +53,9 @@ func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.Erro
 		errs = append(errs, fieldErrors(err)...)
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return Compiled{}, errs
 	}
-	if err := checkPublished(p, compiled); err != nil {
-		return nil, field.ErrorList{field.InternalError(specPath, err)}
-	}
-	return compiled, nil
-}
-
-// checkPublished compiles the snapshot entry of a compiled policy the way every sidecar
-// will, and fails unless that gives exactly the policy checked here: the controller must
-// never publish what a sidecar refuses or runs differently. The whole-millisecond rules of
-// checkSpec make this hold; this is the proof, run on every compile.
-func checkPublished(p *v1alpha1.RateLimitPolicy, compiled *limiter.Policy) error {
-	entry := Snapshot(p, compiled)
-	published, err := entry.Compile(p.Namespace)
-	if err != nil {
-		return fmt.Errorf("the sidecars would refuse this policy's snapshot entry: %w", err)
-	}
-	if !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
-		return fmt.Errorf("the sidecars would run this policy as %+v, not as checked (%+v)", published.PolicyConfig, compiled.PolicyConfig)
-	}
-	return nil
+	return Compiled{Entry: entry, Limiter: compiled}, nil
 }
 
 // fieldErrors maps the limiter's spec-relative field errors onto spec paths.

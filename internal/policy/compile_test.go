@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // Templates used by several cases.
@@ -527,10 +529,11 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 	return compiled
 }
 
-// TestCompiledIsWhatIsPublished: for every policy Compile accepts, the snapshot entry the
-// controller publishes compiles, the way each sidecar compiles it, to exactly the policy the
-// webhook and the controller checked. Nothing is lost or rounded between the two.
-func TestCompiledIsWhatIsPublished(t *testing.T) {
+// TestRoundTrip: for every policy Build accepts, the entry as published (through its JSON,
+// as the ConfigMap carries it) compiles, the way each sidecar compiles it, to exactly what a
+// direct conversion of the API object asks for: nothing is lost, rounded or defaulted
+// differently on the way from kubectl apply to the limiter.
+func TestRoundTrip(t *testing.T) {
 	cases := map[string]*v1alpha1.RateLimitPolicy{}
 	for _, tc := range acceptCases {
 		p := base()
@@ -542,18 +545,60 @@ func TestCompiledIsWhatIsPublished(t *testing.T) {
 	}
 	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
-			policy.Default(p)
-			compiled := compileOK(t, p)
-			entry := policy.Snapshot(p, compiled)
-			published, err := entry.Compile(p.Namespace)
+			built, errs := policy.Rules{}.Build(p)
+			if len(errs) > 0 {
+				t.Fatalf("refused: %v", errs.ToAggregate())
+			}
+			b, err := json.Marshal(built.Entry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var published snapshot.Policy
+			if err := json.Unmarshal(b, &published); err != nil {
+				t.Fatal(err)
+			}
+			compiled, err := published.Compile(p.Namespace)
 			if err != nil {
 				t.Fatalf("the published entry does not compile: %v", err)
 			}
-			if !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
-				t.Fatalf("published %+v\nchecked   %+v", published.PolicyConfig, compiled.PolicyConfig)
+			policy.Default(p)
+			if want := directConfig(p); !reflect.DeepEqual(compiled.PolicyConfig, want) {
+				t.Fatalf("published entry compiles to\n%+v\nthe API object asks for\n%+v", compiled.PolicyConfig, want)
+			}
+			if !reflect.DeepEqual(compiled.PolicyConfig, built.Limiter.PolicyConfig) {
+				t.Fatalf("Build compiled %+v, the sidecar %+v", built.Limiter.PolicyConfig, compiled.PolicyConfig)
 			}
 		})
 	}
+}
+
+// directConfig is the limiter's view of a defaulted API object, converted field by field
+// without the snapshot: the reference the round trip is held to.
+func directConfig(p *v1alpha1.RateLimitPolicy) limiter.PolicyConfig {
+	s := &p.Spec
+	c := limiter.PolicyConfig{Namespace: p.Namespace, Name: p.Name, Algorithm: limiter.Algorithm(s.Algorithm),
+		FailureMode: limiter.FailureMode(s.FailureMode), StateKey: s.KeyLayout.State, TTL: s.KeyLayout.TTL.Duration}
+	if c.FailureMode == "" {
+		c.FailureMode = limiter.FailOpen
+	}
+	for _, l := range s.Limits {
+		ll := limiter.Limit{Name: l.Name, Requests: l.Requests, Period: l.Period.Duration}
+		if l.Burst != nil {
+			ll.Burst = *l.Burst
+		}
+		c.Limits = append(c.Limits, ll)
+	}
+	if id := s.Idempotency; id != nil {
+		c.IdempotencyKey, c.IdempotencyTTL = s.KeyLayout.Idempotency, id.TTL.Duration
+		c.IdempotencyMaxReplays = int(id.MaxReplays)
+		if c.IdempotencyMaxReplays == 0 {
+			c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
+		}
+	}
+	if lc := s.LocalCap; lc != nil {
+		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: lc.Period.Duration, MaxIdentities: int(lc.MaxIdentities)}
+	}
+	return c
 }
 
 func fixedOnly(p *v1alpha1.RateLimitPolicy) {

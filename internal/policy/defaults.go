@@ -21,7 +21,7 @@ func (r Rules) Tag() string { return r.Prefix() + "${namespace}/${policy}:${iden
 // DefaultStateKey is the state key template used when keyLayout.state is omitted, with the
 // default key prefix. Every algorithm keeps one key per limit (SlidingWindow both of its
 // windows in it), so the template is the same for all.
-func DefaultStateKey(_ v1alpha1.Algorithm) string { return Rules{}.StateKey() }
+func DefaultStateKey() string { return Rules{}.StateKey() }
 
 // StateKey is the state key template used when keyLayout.state is omitted.
 func (r Rules) StateKey() string { return "{" + r.Tag() + "}:${limit}" }
@@ -71,7 +71,8 @@ func (r Rules) Default(p *v1alpha1.RateLimitPolicy) {
 		kl.Idempotency = r.IdempotencyKey(kl.State)
 	}
 	if owned(p, AnnotationDefaultedTTL, ttlString(kl.TTL)) {
-		if h := limiter.Horizon(limiter.Algorithm(s.Algorithm), limits(s.Limits)); h > 0 {
+		c := Entry(p).Config(p.Namespace)
+		if h := limiter.Horizon(c.Algorithm, c.Limits); h > 0 {
 			kl.TTL = &metav1.Duration{Duration: roundUp(h)}
 			annotate(p, AnnotationDefaultedTTL, ttlString(kl.TTL))
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 )
 
-// TestDefaultStateKey: the state key shares one tag per (namespace, policy, identity) and
-// adds ${slot} for SlidingWindow only.
+// TestDefaultStateKey: the state key shares one tag per (namespace, policy, identity), one
+// key per limit, the same for every algorithm (SlidingWindow keeps both windows in one key).
 func TestDefaultStateKey(t *testing.T) {
 	cases := map[v1alpha1.Algorithm]string{
 		v1alpha1.AlgorithmTokenBucket:   "{rl:${namespace}/${policy}:${identity}}:${limit}",
@@ -28,8 +28,8 @@ func TestDefaultStateKey(t *testing.T) {
 			if got := p.Spec.KeyLayout.State; got != want {
 				t.Errorf("state key %q, want %q", got, want)
 			}
-			if got := policy.DefaultStateKey(a); got != want {
-				t.Errorf("DefaultStateKey(%s) = %q, want %q", a, got, want)
+			if got := policy.DefaultStateKey(); got != want {
+				t.Errorf("DefaultStateKey() = %q, want %q", got, want)
 			}
 			if p.Spec.KeyLayout.Idempotency != "" {
 				t.Errorf("idempotency key %q defaulted without idempotency", p.Spec.KeyLayout.Idempotency)
@@ -128,11 +128,11 @@ func TestDefaultKeepsUserFields(t *testing.T) {
 		{"all three set", "{t:${identity}}:${limit}", "{t:${identity}}:r:${requestId}", time.Hour,
 			"{t:${identity}}:${limit}", "{t:${identity}}:r:${requestId}", time.Hour},
 		{"too short a TTL is kept", "", "", time.Millisecond,
-			policy.DefaultStateKey(v1alpha1.AlgorithmTokenBucket), "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Millisecond},
+			policy.DefaultStateKey(), "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Millisecond},
 		{"a broken state key is kept", "{rl:${user}", "", 0,
 			"{rl:${user}", "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", 2 * time.Second},
 		{"an idempotency key on another tag is kept", "", otherTagIdem, 0,
-			policy.DefaultStateKey(v1alpha1.AlgorithmTokenBucket), otherTagIdem, 2 * time.Second},
+			policy.DefaultStateKey(), otherTagIdem, 2 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

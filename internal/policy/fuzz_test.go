@@ -68,8 +68,8 @@ func FuzzCompile(f *testing.F) {
 		if h := limiter.Horizon(compiled.Algorithm, compiled.Limits); compiled.TTL < h {
 			t.Fatalf("accepted a TTL %s below the horizon %s", compiled.TTL, h)
 		}
-		entry := policy.Snapshot(p, compiled)
-		published, err := entry.Compile(p.Namespace)
+		built, _ := policy.Rules{}.Build(p)
+		published, err := built.Entry.Compile(p.Namespace)
 		if err != nil || !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
 			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.PolicyConfig, published, err)
 		}

@@ -6,35 +6,53 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
-// Snapshot is the compiled, sidecar-facing form of a defaulted policy that Compile accepted.
-func Snapshot(p *v1alpha1.RateLimitPolicy, compiled *limiter.Policy) snapshot.Policy {
+// Entry is the snapshot entry of a defaulted policy: the one conversion from the API to what
+// is published, durations in milliseconds (checkSpec refuses finer ones, so nothing is
+// lost), omitted scalars given their defaults. Build compiles it; the sidecars compile it too.
+func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Policy {
 	s := &p.Spec
-	c := compiled.PolicyConfig
 	out := snapshot.Policy{
-		Name: p.Name, Match: s.Match, Identity: s.Identity,
-		Algorithm: string(c.Algorithm), Script: compiled.Script().Name, SHA: compiled.Script().SHA,
-		StateKey: c.StateKey, IdempotencyKey: c.IdempotencyKey, TTLMs: c.TTL.Milliseconds(),
-		FailureMode: string(c.FailureMode), Shadow: s.Shadow,
-		Cost: snapshot.Cost{Default: 1},
+		Name: p.Name, Match: s.Match, Identity: s.Identity, Algorithm: string(s.Algorithm),
+		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}
-	for _, l := range c.Limits {
-		out.Limits = append(out.Limits, snapshot.Limit{Name: l.Name, Requests: l.Requests,
-			PeriodMs: l.Period.Milliseconds(), Burst: l.Burst})
+	if out.FailureMode == "" {
+		out.FailureMode = string(limiter.FailOpen)
 	}
-	if s.Cost != nil {
-		out.Cost = snapshot.Cost{Default: max(s.Cost.Default, 1), Header: s.Cost.Header}
-		if s.Cost.Max != nil {
-			out.Cost.Max = *s.Cost.Max
+	if sc, err := limiter.ScriptFor(limiter.Algorithm(s.Algorithm)); err == nil {
+		out.Script, out.SHA = sc.Name, sc.SHA
+	}
+	for _, l := range s.Limits {
+		e := snapshot.Limit{Name: l.Name, Requests: l.Requests, PeriodMs: l.Period.Milliseconds()}
+		if l.Burst != nil {
+			e.Burst = *l.Burst
+		}
+		out.Limits = append(out.Limits, e)
+	}
+	if kl := s.KeyLayout; kl != nil {
+		out.StateKey = kl.State
+		if kl.TTL != nil {
+			out.TTLMs = kl.TTL.Milliseconds()
+		}
+		if s.Idempotency != nil {
+			out.IdempotencyKey = kl.Idempotency
 		}
 	}
-	if s.Idempotency != nil {
-		out.Idempotency = &snapshot.Idempotency{Header: s.Idempotency.Header,
-			DescriptorKey: s.Idempotency.DescriptorKey, TTLMs: c.IdempotencyTTL.Milliseconds(),
-			MaxReplays: int32(c.IdempotencyMaxReplays)} //nolint:gosec // bounded by NewPolicy (<= 1000)
+	if c := s.Cost; c != nil {
+		out.Cost = snapshot.Cost{Default: max(c.Default, 1), Header: c.Header}
+		if c.Max != nil {
+			out.Cost.Max = *c.Max
+		}
 	}
-	if lc := c.LocalCap; lc != nil {
+	if id := s.Idempotency; id != nil {
+		out.Idempotency = &snapshot.Idempotency{Header: id.Header, DescriptorKey: id.DescriptorKey,
+			TTLMs: id.TTL.Milliseconds(), MaxReplays: id.MaxReplays}
+		if out.Idempotency.MaxReplays == 0 { // stored before the field existed
+			out.Idempotency.MaxReplays = limiter.DefaultMaxReplays
+		}
+	}
+	if lc := s.LocalCap; lc != nil {
 		out.LocalCap = &snapshot.LocalCap{Requests: lc.Requests, PeriodMs: lc.Period.Milliseconds(),
-			MaxIdentities: int32(lc.MaxIdentities)} //nolint:gosec // bounded by the API (<= 1e6)
+			MaxIdentities: lc.MaxIdentities}
 	}
 	return out
 }

@@ -91,7 +91,7 @@ type LocalCap struct {
 }
 
 // Config is the limiter's view of the policy.
-func (p *Policy) Config(namespace string) limiter.PolicyConfig {
+func (p Policy) Config(namespace string) limiter.PolicyConfig {
 	c := limiter.PolicyConfig{
 		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
 		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
@@ -114,7 +114,7 @@ func (p *Policy) Config(namespace string) limiter.PolicyConfig {
 }
 
 // Compile prepares the policy for the limiter.
-func (p *Policy) Compile(namespace string) (*limiter.Policy, error) {
+func (p Policy) Compile(namespace string) (*limiter.Policy, error) {
 	return limiter.NewPolicy(p.Config(namespace)) //nolint:wrapcheck // FieldErrors name the field.
 }
 
@@ -123,7 +123,7 @@ func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 // InScope reports, as an error naming the template, whether every key template of p lies in
 // its namespace's scope under prefix (keylayout.InScope): a reader refuses a policy whose
 // keys could reach another namespace's or lie outside the prefix.
-func (p *Policy) InScope(prefix string) error {
+func (p Policy) InScope(prefix string) error {
 	for _, src := range []string{p.StateKey, p.IdempotencyKey} {
 		if src == "" {
 			continue

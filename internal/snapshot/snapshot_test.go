@@ -36,13 +36,11 @@ func apiPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.
 // entry compiles a stored policy the way the controller does (defaults in memory).
 func entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Policy {
 	t.Helper()
-	p = p.DeepCopy()
-	policy.Default(p)
-	compiled, errs := policy.Compile(p)
+	compiled, errs := policy.Rules{}.Build(p)
 	if len(errs) > 0 {
 		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
 	}
-	return policy.Snapshot(p, compiled)
+	return compiled.Entry
 }
 
 // sample is an unsealed snapshot of three policies using two scripts.

@@ -121,7 +121,7 @@ func writeDefaultLayout(t *testing.T, e *kubetest.Env, ns, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: policy.DefaultStateKey(p.Spec.Algorithm)}
+	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: policy.DefaultStateKey()}
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

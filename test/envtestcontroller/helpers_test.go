@@ -194,13 +194,11 @@ func policyNames(s *snapshot.Snapshot) []string {
 // compiled is what the controller must publish for a stored policy.
 func compiled(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Policy {
 	t.Helper()
-	p = p.DeepCopy()
-	policy.Default(p)
-	c, errs := policy.Compile(p)
+	c, errs := policy.Rules{}.Build(p)
 	if len(errs) > 0 {
 		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
 	}
-	return policy.Snapshot(p, c)
+	return c.Entry
 }
 
 // scriptSHAs are the SHAs of every limiter script.

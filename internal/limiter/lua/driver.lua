@@ -1,6 +1,5 @@
 -- driver.lua: the part every limiter script shares. The Go side composes each script as the
--- algorithm file's header, "local KEYS_PER_LIMIT = n", and this driver with the algorithm's
--- two bodies inlined: its single-limit body (after its @single marker line) at the @single
+-- algorithm file's header and this driver with the algorithm's two bodies inlined: its single-limit body (after its @single marker line) at the @single
 -- marker below, its loop body (after its @body marker line) at the @check marker. The
 -- protocol (KEYS, ARGV, reply) is documented in each algorithm file's header. Kept lean on
 -- purpose: every number parsed, function called and table allocated costs Redis main-thread
@@ -21,7 +20,7 @@ local idem = ARGV[3] ~= '0'
 -- and the replay bound.
 local off = idem and 2 or 0
 local n = (#ARGV - 3 - off) / 2
-local nstate = n * KEYS_PER_LIMIT
+local nstate = n -- one state key per limit
 
 -- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
 -- those). MGET also reads a key of another type as nil instead of failing.

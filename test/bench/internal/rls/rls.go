@@ -82,11 +82,11 @@ func NewStore(ps ...Policy) (*sidecar.Store, error) {
 	scripts := map[string]snapshot.Script{}
 	for _, p := range ps {
 		rlp := p.RateLimitPolicy()
-		compiled, errs := policy.Compile(rlp)
+		compiled, errs := policy.Rules{}.Build(rlp)
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("compile %s: %w", p.Name, errs.ToAggregate())
 		}
-		e := policy.Snapshot(rlp, compiled)
+		e := compiled.Entry
 		s.Policies = append(s.Policies, e)
 		if _, ok := scripts[e.Script]; !ok {
 			scripts[e.Script] = snapshot.Script{Name: e.Script, SHA: e.SHA}
