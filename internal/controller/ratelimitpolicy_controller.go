@@ -115,7 +115,7 @@ func (r *PolicyReconciler) setInvalid(ctx context.Context, p *v1alpha1.RateLimit
 }
 
 // setPublished reports whether the policy's compiled entry is in the published snapshot.
-func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLimitPolicy, entry snapshot.Policy) {
+func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLimitPolicy, entry snapshot.Entry) {
 	version, ok, problem := r.Snapshots.Published(ctx, p.Namespace, entry)
 	switch {
 	case ok:

@@ -118,13 +118,13 @@ type Published struct {
 }
 
 // entry is the published entry of the policy named name with uid, if any.
-func (p Published) entry(name string, uid types.UID) (snapshot.Policy, bool) {
+func (p Published) entry(name string, uid types.UID) (snapshot.Entry, bool) {
 	if p.Snapshot == nil || !slices.ContainsFunc(p.Owners, func(o metav1.OwnerReference) bool { return o.Name == name && o.UID == uid }) {
-		return snapshot.Policy{}, false
+		return snapshot.Entry{}, false
 	}
-	i := slices.IndexFunc(p.Snapshot.Policies, func(e snapshot.Policy) bool { return e.Name == name })
+	i := slices.IndexFunc(p.Snapshot.Policies, func(e snapshot.Entry) bool { return e.Name == name })
 	if i < 0 {
-		return snapshot.Policy{}, false
+		return snapshot.Entry{}, false
 	}
 	return p.Snapshot.Policies[i], true
 }
@@ -143,7 +143,7 @@ func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*
 func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	snap := &snapshot.Snapshot{Namespace: ns, KeyPrefix: rules.Prefix(), Redis: redis, Scripts: []snapshot.Script{},
-		Policies: []snapshot.Policy{}}
+		Policies: []snapshot.Entry{}}
 	var owners []metav1.OwnerReference
 	scripts := map[string]string{}
 	for i := range items {
@@ -172,17 +172,17 @@ func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1al
 // buildEntry is the snapshot entry of item: compiled, or, when it does not compile, the
 // entry last published for it, if that one still holds under rules (ok false otherwise: a
 // policy that breaks the key scope, say, loses its entry rather than keep keys outside it).
-func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Policy, bool) {
+func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Entry, bool) {
 	compiled, errs := rules.Build(item)
 	if len(errs) == 0 {
 		return compiled.Entry, true
 	}
 	kept, ok := last.entry(item.Name, item.UID)
 	if !ok || kept.InScope(rules.Prefix()) != nil {
-		return snapshot.Policy{}, false
+		return snapshot.Entry{}, false
 	}
 	if _, err := kept.Compile(ns); err != nil {
-		return snapshot.Policy{}, false
+		return snapshot.Entry{}, false
 	}
 	return kept, true
 }
@@ -281,7 +281,7 @@ func stateOf(s *snapshot.Snapshot) publishedState {
 	return st
 }
 
-func entryHash(p snapshot.Policy) [32]byte {
+func entryHash(p snapshot.Entry) [32]byte {
 	b, _ := json.Marshal(p) //nolint:errchkjson // plain data, cannot fail
 	return sha256.Sum256(b)
 }
@@ -357,7 +357,7 @@ func (r *SnapshotReconciler) read(ctx context.Context, ns string) (publishedStat
 
 // Published reports whether entry is in the namespace's published snapshot, with the
 // snapshot's version, or why nothing could be published.
-func (r *SnapshotReconciler) Published(ctx context.Context, ns string, entry snapshot.Policy) (version string, ok bool, problem string) {
+func (r *SnapshotReconciler) Published(ctx context.Context, ns string, entry snapshot.Entry) (version string, ok bool, problem string) {
 	st, _ := r.state(ctx, ns)
 	h, found := st.policies[entry.Name]
 	return st.version, found && h == entryHash(entry), st.problem

@@ -31,7 +31,7 @@ func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {
 	}
 }
 
-func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Policy {
+func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Entry {
 	t.Helper()
 	c, errs := policy.Rules{}.Build(&p)
 	if len(errs) > 0 {
@@ -168,7 +168,7 @@ func TestBuildDropsAnOutOfScopeLastEntry(t *testing.T) {
 	old := testPolicy("shop", "legacy", 5)
 	legacy := entryOf(t, old)
 	legacy.StateKey = "{rl:search:${identity}}:${limit}"
-	last := Published{Snapshot: &snapshot.Snapshot{Namespace: "shop", Policies: []snapshot.Policy{legacy}},
+	last := Published{Snapshot: &snapshot.Snapshot{Namespace: "shop", Policies: []snapshot.Entry{legacy}},
 		Owners: []metav1.OwnerReference{{Name: "legacy", UID: old.UID}}}
 	stored := old.DeepCopy()
 	stored.Spec.KeyLayout = &v1alpha1.KeyLayout{State: legacy.StateKey}

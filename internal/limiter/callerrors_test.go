@@ -149,7 +149,7 @@ func ceSlotReloads(t *testing.T, nodes []*redistest.Server) int64 {
 func cePolicy(t *testing.T, name, template string) *Policy {
 	t.Helper()
 	limits := []Limit{perHour("hourly", 1_000_000), {Name: "minute", Requests: 100_000, Period: time.Minute}}
-	c := PolicyConfig{Namespace: "test", Name: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()),
+	c := Spec{Namespace: "test", Name: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()),
 		Algorithm: TokenBucket, Limits: limits, StateKey: template, TTL: Horizon(TokenBucket, limits), FailureMode: FailClosed}
 	p, err := NewPolicy(c)
 	if err == nil {

@@ -241,7 +241,7 @@ var cfSeq atomic.Int64
 // cfPolicy builds a TokenBucket policy with a fresh name and the shortest valid TTL.
 func cfPolicy(t testing.TB, mode FailureMode, limits ...Limit) *Policy {
 	t.Helper()
-	p, err := NewPolicy(PolicyConfig{Namespace: "test",
+	p, err := NewPolicy(Spec{Namespace: "test",
 		Name:      fmt.Sprintf("cf-%d-%d", cfSeq.Add(1), time.Now().UnixNano()),
 		Algorithm: TokenBucket, Limits: limits, StateKey: testTemplate,
 		TTL: Horizon(TokenBucket, limits), FailureMode: mode})

@@ -45,7 +45,7 @@ func tryEditPolicy(rng *rand.Rand) *Policy {
 		}
 		limits = append(limits, l)
 	}
-	p, err := NewPolicy(PolicyConfig{Namespace: "edit", Name: "p", Algorithm: alg, Limits: limits,
+	p, err := NewPolicy(Spec{Namespace: "edit", Name: "p", Algorithm: alg, Limits: limits,
 		StateKey: testTemplate, IdempotencyKey: testIdemTemplate, TTL: Horizon(alg, limits) + time.Hour,
 		IdempotencyTTL: time.Hour, IdempotencyMaxReplays: 3, FailureMode: FailOpen})
 	if err != nil {
@@ -197,7 +197,7 @@ func TestRaisedPeriodDoesNotStrandIdentities(t *testing.T) {
 			s, _ := ScriptFor(alg)
 			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
 			mk := func(period time.Duration, requests int64) *Policy {
-				p, err := NewPolicy(PolicyConfig{Namespace: "edit", Name: "raise-" + string(alg), Algorithm: alg,
+				p, err := NewPolicy(Spec{Namespace: "edit", Name: "raise-" + string(alg), Algorithm: alg,
 					Limits: []Limit{{Name: "w", Requests: requests, Period: period}}, StateKey: testTemplate,
 					TTL: 2*time.Hour + time.Minute, FailureMode: FailOpen})
 				if err != nil {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// FieldError is a problem with one field of a PolicyConfig, named by its path in the
+// FieldError is a problem with one field of a Spec, named by its path in the
 // RateLimitPolicy spec ("limits[1].period", "keyLayout.state"), so the admission webhook and
 // the controller can report it against the user's YAML.
 type FieldError struct {

@@ -22,7 +22,7 @@ var policySeq int
 func newPolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *Policy {
 	t.Helper()
 	policySeq++
-	c := PolicyConfig{Namespace: "test", Name: fmt.Sprintf("%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
+	c := Spec{Namespace: "test", Name: fmt.Sprintf("%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
 		Algorithm: alg, Limits: limits, StateKey: testTemplate,
 		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
 		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, IdempotencyMaxReplays: 10, FailureMode: mode}

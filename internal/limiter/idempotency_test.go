@@ -14,7 +14,7 @@ import (
 func idemPolicy(t *testing.T, alg Algorithm, requests int64, maxReplays int) *Policy {
 	t.Helper()
 	policySeq++
-	p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: fmt.Sprintf("idem-%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
+	p, err := NewPolicy(Spec{Namespace: "test", Name: fmt.Sprintf("idem-%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
 		Algorithm: alg, Limits: []Limit{perHour("hourly", requests)}, StateKey: testTemplate,
 		IdempotencyKey: testIdemTemplate, TTL: 2 * time.Hour, IdempotencyTTL: time.Minute,
 		IdempotencyMaxReplays: maxReplays, FailureMode: FailOpen})
@@ -94,7 +94,7 @@ func TestIdempotencyKeyNotSharedAcrossPolicies(t *testing.T) {
 	_, rdb := standalone(t)
 	l := newLimiter(t, rdb, Options{})
 	mk := func(name string) *Policy {
-		p, err := NewPolicy(PolicyConfig{Namespace: "shared", Name: name, Algorithm: GCRA,
+		p, err := NewPolicy(Spec{Namespace: "shared", Name: name, Algorithm: GCRA,
 			Limits: []Limit{perHour("hourly", 5)}, StateKey: "{rl:${namespace}:${identity}}:" + name + ":${limit}",
 			IdempotencyKey: "{rl:${namespace}:${identity}}:idem:${requestId}", TTL: 2 * time.Hour,
 			IdempotencyTTL: time.Minute, IdempotencyMaxReplays: 3, FailureMode: FailOpen})

@@ -26,7 +26,7 @@ type localWindow struct {
 	count int64
 }
 
-func newLocalCap(c PolicyConfig) (*localCap, error) {
+func newLocalCap(c Spec) (*localCap, error) {
 	if c.FailureMode != LocalCap {
 		return nil, nil
 	}

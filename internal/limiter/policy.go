@@ -44,9 +44,9 @@ type LocalCapConfig struct {
 	MaxIdentities int
 }
 
-// PolicyConfig describes a policy in the limiter's terms (the controller compiles a
+// Spec describes a policy in the limiter's terms (the controller compiles a
 // RateLimitPolicy into this shape).
-type PolicyConfig struct {
+type Spec struct {
 	// Namespace and Name identify the policy and fill ${namespace} and ${policy}.
 	Namespace, Name string
 	// Algorithm selects the script.
@@ -71,10 +71,10 @@ type PolicyConfig struct {
 	LocalCap *LocalCapConfig
 }
 
-// Policy is a PolicyConfig checked and prepared for the hot path. Immutable; safe for
+// Policy is a Spec checked and prepared for the hot path. Immutable; safe for
 // concurrent use.
 type Policy struct {
-	PolicyConfig
+	Spec
 	script   *Script
 	state    *keylayout.Template
 	idem     *keylayout.Template
@@ -94,12 +94,12 @@ type Policy struct {
 const MaxLimits = 8
 
 // NewPolicy checks c and prepares it. Its error is FieldErrors, naming every bad field.
-func NewPolicy(c PolicyConfig) (*Policy, error) {
+func NewPolicy(c Spec) (*Policy, error) {
 	s, err := ScriptFor(c.Algorithm)
 	if err != nil {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
-	p := &Policy{PolicyConfig: c, script: s}
+	p := &Policy{Spec: c, script: s}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

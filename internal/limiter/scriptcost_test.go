@@ -217,7 +217,7 @@ func (f *fakeClockRunner) check(t *testing.T, p *Policy, identity, requestID str
 func modelPolicy(t *testing.T, alg Algorithm, limits ...Limit) *Policy {
 	t.Helper()
 	policySeq++
-	p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: fmt.Sprintf("model-%s-%d", alg, policySeq),
+	p, err := NewPolicy(Spec{Namespace: "test", Name: fmt.Sprintf("model-%s-%d", alg, policySeq),
 		Algorithm: alg, Limits: limits, StateKey: testTemplate, IdempotencyKey: testIdemTemplate,
 		TTL: Horizon(alg, limits) + time.Hour, IdempotencyTTL: time.Hour, IdempotencyMaxReplays: 3, FailureMode: FailOpen})
 	if err != nil {
@@ -415,7 +415,7 @@ func TestSingleLimitAdmissionIsOneInteger(t *testing.T) {
 // TestDecodeIntegerReply: the integer reply decodes to the admission it encodes; an integer
 // that is not a fresh admission is refused.
 func TestDecodeIntegerReply(t *testing.T) {
-	p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: "decode", Algorithm: GCRA,
+	p, err := NewPolicy(Spec{Namespace: "test", Name: "decode", Algorithm: GCRA,
 		Limits:   []Limit{{Name: "a", Requests: 10, Period: time.Second}, {Name: "b", Requests: 100, Period: time.Minute}},
 		StateKey: testTemplate, TTL: time.Hour, FailureMode: FailOpen})
 	if err != nil {

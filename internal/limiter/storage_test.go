@@ -102,7 +102,7 @@ func TestIdleIdentitiesVanish(t *testing.T) {
 	var all []string
 	for _, alg := range algorithms {
 		// Period 100ms: a window (two for SlidingWindow) or a refill from empty fits in the TTL.
-		p, err := NewPolicy(PolicyConfig{Namespace: "test", Name: "idle-" + string(alg), Algorithm: alg,
+		p, err := NewPolicy(Spec{Namespace: "test", Name: "idle-" + string(alg), Algorithm: alg,
 			Limits:   []Limit{{Name: "w", Requests: 5, Period: 100 * time.Millisecond}},
 			StateKey: testTemplate, IdempotencyKey: testIdemTemplate,
 			TTL: ttl, IdempotencyTTL: 200 * time.Millisecond, IdempotencyMaxReplays: 3, FailureMode: FailOpen})

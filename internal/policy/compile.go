@@ -16,7 +16,7 @@ var specPath = field.NewPath("spec")
 // what the sidecars receive, and that entry compiled the way each sidecar compiles it.
 type Compiled struct {
 	// Entry is the policy's snapshot entry.
-	Entry snapshot.Policy
+	Entry snapshot.Entry
 	// Limiter is Entry compiled for the limiter.
 	Limiter *limiter.Policy
 }
@@ -24,7 +24,7 @@ type Compiled struct {
 // Build is the one path from a RateLimitPolicy to what runs: it defaults a copy of p with r,
 // checks it, and compiles its snapshot entry, or returns every problem with its field path.
 // The webhook, the controller, the tests and the bench take it, and every sidecar compiles
-// the same entry (snapshot.Policy.Compile), so what was checked is what runs.
+// the same entry (snapshot.Entry.Compile), so what was checked is what runs.
 func (r Rules) Build(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	d := p.DeepCopy()
 	r.Default(d)

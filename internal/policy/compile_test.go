@@ -553,7 +553,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var published snapshot.Policy
+			var published snapshot.Entry
 			if err := json.Unmarshal(b, &published); err != nil {
 				t.Fatal(err)
 			}
@@ -562,11 +562,11 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("the published entry does not compile: %v", err)
 			}
 			policy.Default(p)
-			if want := directConfig(p); !reflect.DeepEqual(compiled.PolicyConfig, want) {
-				t.Fatalf("published entry compiles to\n%+v\nthe API object asks for\n%+v", compiled.PolicyConfig, want)
+			if want := directConfig(p); !reflect.DeepEqual(compiled.Spec, want) {
+				t.Fatalf("published entry compiles to\n%+v\nthe API object asks for\n%+v", compiled.Spec, want)
 			}
-			if !reflect.DeepEqual(compiled.PolicyConfig, built.Limiter.PolicyConfig) {
-				t.Fatalf("Build compiled %+v, the sidecar %+v", built.Limiter.PolicyConfig, compiled.PolicyConfig)
+			if !reflect.DeepEqual(compiled.Spec, built.Limiter.Spec) {
+				t.Fatalf("Build compiled %+v, the sidecar %+v", built.Limiter.Spec, compiled.Spec)
 			}
 		})
 	}
@@ -574,9 +574,9 @@ func TestRoundTrip(t *testing.T) {
 
 // directConfig is the limiter's view of a defaulted API object, converted field by field
 // without the snapshot: the reference the round trip is held to.
-func directConfig(p *v1alpha1.RateLimitPolicy) limiter.PolicyConfig {
+func directConfig(p *v1alpha1.RateLimitPolicy) limiter.Spec {
 	s := &p.Spec
-	c := limiter.PolicyConfig{Namespace: p.Namespace, Name: p.Name, Algorithm: limiter.Algorithm(s.Algorithm),
+	c := limiter.Spec{Namespace: p.Namespace, Name: p.Name, Algorithm: limiter.Algorithm(s.Algorithm),
 		FailureMode: limiter.FailureMode(s.FailureMode), StateKey: s.KeyLayout.State, TTL: s.KeyLayout.TTL.Duration}
 	if c.FailureMode == "" {
 		c.FailureMode = limiter.FailOpen

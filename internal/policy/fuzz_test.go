@@ -70,8 +70,8 @@ func FuzzCompile(f *testing.F) {
 		}
 		built, _ := policy.Rules{}.Build(p)
 		published, err := built.Entry.Compile(p.Namespace)
-		if err != nil || !reflect.DeepEqual(published.PolicyConfig, compiled.PolicyConfig) {
-			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.PolicyConfig, published, err)
+		if err != nil || !reflect.DeepEqual(published.Spec, compiled.Spec) {
+			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.Spec, published, err)
 		}
 	})
 }

@@ -9,9 +9,9 @@ import (
 // Entry is the snapshot entry of a defaulted policy: the one conversion from the API to what
 // is published, durations in milliseconds (checkSpec refuses finer ones, so nothing is
 // lost), omitted scalars given their defaults. Build compiles it; the sidecars compile it too.
-func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Policy {
+func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	s := &p.Spec
-	out := snapshot.Policy{
+	out := snapshot.Entry{
 		Name: p.Name, Match: s.Match, Identity: s.Identity, Algorithm: string(s.Algorithm),
 		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}

@@ -245,7 +245,7 @@ func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
 // roomyPolicy never denies within a test.
 func roomyPolicy(t *testing.T, ns string) *limiter.Policy {
 	t.Helper()
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: ns, Name: "api", Algorithm: limiter.TokenBucket,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: "api", Algorithm: limiter.TokenBucket,
 		Limits:   []limiter.Limit{{Name: "hour", Requests: 1_000_000, Period: time.Hour}},
 		StateKey: "{rl:${namespace}/${policy}:${identity}}:${limit}", TTL: 2 * time.Hour, FailureMode: limiter.FailClosed})
 	if err != nil {

@@ -150,7 +150,7 @@ func newPolicy(t testing.TB, ns string, alg limiter.Algorithm, mode limiter.Fail
 func policyWithKeys(t testing.TB, ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag string) *limiter.Policy {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", strings.ToLower(string(alg)), policySeq.Add(1))
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: ns, Name: name, Algorithm: alg,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: name, Algorithm: alg,
 		Limits:         []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}},
 		StateKey:       tag + ":${limit}:${slot}",
 		IdempotencyKey: tag + ":idem:${requestId}",

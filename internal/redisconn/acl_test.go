@@ -135,7 +135,7 @@ var policySeq atomic.Int64
 // its replay, and a denial of the exhausted limit, all of which Redis must decide.
 func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
 	name := fmt.Sprintf("%s-%d", strings.ToLower(string(alg)), policySeq.Add(1))
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: "acl", Name: name, Algorithm: alg,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: "acl", Name: name, Algorithm: alg,
 		Limits:         []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}},
 		StateKey:       "{rl:${namespace}/${policy}:${identity}}:${limit}:${slot}",
 		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
@@ -371,7 +371,7 @@ func TestACLNarrowKeyPattern(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: "acl", Name: "outside", Algorithm: limiter.FixedWindow,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: "acl", Name: "outside", Algorithm: limiter.FixedWindow,
 		Limits: []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}}, StateKey: "{other:${identity}}:${limit}",
 		TTL: 2 * time.Hour, FailureMode: limiter.FailClosed})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // Entry is one policy of a loaded snapshot, compiled for the hot path. Immutable.
 type Entry struct {
 	// Spec is the policy as published.
-	Spec snapshot.Policy
+	Spec snapshot.Entry
 	// Policy is the limiter's compiled form.
 	Policy *limiter.Policy
 	// hosts are the lower-cased Host patterns of each HTTP match entry, parallel to Spec.Match.HTTP.
@@ -31,7 +31,7 @@ type Entry struct {
 // Name is the policy's name.
 func (e *Entry) Name() string { return e.Spec.Name }
 
-func newEntry(namespace string, p snapshot.Policy) (*Entry, error) {
+func newEntry(namespace string, p snapshot.Entry) (*Entry, error) {
 	compiled, err := p.Compile(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)

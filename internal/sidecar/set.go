@@ -55,7 +55,7 @@ func NewSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
 
 // entryFor is the entry of policy p of snapshot s: refused when its keys fall outside the
 // namespace's scope, else reused from prev or compiled.
-func entryFor(s *snapshot.Snapshot, p snapshot.Policy, prev *Set) (*Entry, error) {
+func entryFor(s *snapshot.Snapshot, p snapshot.Entry, prev *Set) (*Entry, error) {
 	if err := p.InScope(s.Prefix()); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
@@ -84,7 +84,7 @@ func emptySet(namespace string) *Set {
 	return &Set{Namespace: namespace, byName: map[string]*Entry{}, domains: map[string][]*Entry{}}
 }
 
-func reuseOrCompile(namespace string, p snapshot.Policy, prev *Set) (*Entry, error) {
+func reuseOrCompile(namespace string, p snapshot.Entry, prev *Set) (*Entry, error) {
 	if prev != nil && prev.Namespace == namespace {
 		if old := prev.byName[p.Name]; old != nil && old.fingerprint != "" && old.fingerprint == fingerprint(p) {
 			return old, nil
@@ -129,7 +129,7 @@ func (s *Set) Policy(name string) *Entry {
 func (s *Set) Refused() int { return s.refused }
 
 // fingerprint is the canonical JSON of a published policy.
-func fingerprint(p snapshot.Policy) string {
+func fingerprint(p snapshot.Entry) string {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return "" // never equal to a real fingerprint: the entry is recompiled

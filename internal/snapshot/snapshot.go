@@ -48,7 +48,7 @@ type Snapshot struct {
 	// Scripts are the Lua scripts the policies run, by name.
 	Scripts []Script `json:"scripts"`
 	// Policies are the namespace's valid policies, sorted by name.
-	Policies []Policy `json:"policies"`
+	Policies []Entry `json:"policies"`
 }
 
 // Redis is the Redis topology, without credentials (sidecars mount their own Secret).
@@ -78,7 +78,7 @@ type content struct {
 	KeyPrefix string   `json:"keyPrefix,omitempty"`
 	Redis     Redis    `json:"redis"`
 	Scripts   []Script `json:"scripts"`
-	Policies  []Policy `json:"policies"`
+	Policies  []Entry  `json:"policies"`
 }
 
 // Seal fills in SchemaVersion and Version from the content.
@@ -103,7 +103,7 @@ func (s *Snapshot) Marshal() ([]byte, error) {
 
 // Parse decodes and checks a snapshot document: known schema version, a version matching
 // the content, policy names unique. A document that fails is refused whole. Whether each
-// policy compiles is its reader's to check, policy by policy (Policy.Compile), so that one
+// policy compiles is its reader's to check, policy by policy (Entry.Compile), so that one
 // policy no reader can run does not take the others down with it.
 func Parse(data []byte) (*Snapshot, error) {
 	var s Snapshot

@@ -34,7 +34,7 @@ func apiPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.
 }
 
 // entry compiles a stored policy the way the controller does (defaults in memory).
-func entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Policy {
+func entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	t.Helper()
 	compiled, errs := policy.Rules{}.Build(p)
 	if len(errs) > 0 {
@@ -131,7 +131,7 @@ func TestParseAcceptsSealed(t *testing.T) {
 		t.Fatalf("re-marshal differs (err %v):\n%s\n%s", err, data, again)
 	}
 	// An empty namespace snapshot (no policies) is a valid document too.
-	empty := &snapshot.Snapshot{Namespace: testNamespace, Redis: s.Redis, Scripts: []snapshot.Script{}, Policies: []snapshot.Policy{}}
+	empty := &snapshot.Snapshot{Namespace: testNamespace, Redis: s.Redis, Scripts: []snapshot.Script{}, Policies: []snapshot.Entry{}}
 	if _, err := snapshot.Parse(sealed(t, empty)); err != nil {
 		t.Fatalf("Parse refused an empty sealed snapshot: %v", err)
 	}

@@ -247,7 +247,7 @@ func checkPublishedIn(t *testing.T, p *v1alpha1.RateLimitPolicy, s *snapshot.Sna
 	if p.Status.Snapshot == nil || p.Status.Snapshot.Name != snapshot.ConfigMapName || p.Status.Snapshot.Version != s.Version {
 		t.Errorf("%s: status.snapshot %+v, ConfigMap version %s", p.Name, p.Status.Snapshot, s.Version)
 	}
-	j := slices.IndexFunc(s.Policies, func(sp snapshot.Policy) bool { return sp.Name == p.Name })
+	j := slices.IndexFunc(s.Policies, func(sp snapshot.Entry) bool { return sp.Name == p.Name })
 	if want := compiled(t, p); j < 0 || !reflect.DeepEqual(s.Policies[j], want) {
 		t.Errorf("%s: snapshot entry differs from the compiled policy", p.Name)
 	}

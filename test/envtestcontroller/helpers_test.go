@@ -192,7 +192,7 @@ func policyNames(s *snapshot.Snapshot) []string {
 }
 
 // compiled is what the controller must publish for a stored policy.
-func compiled(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Policy {
+func compiled(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	t.Helper()
 	c, errs := policy.Rules{}.Build(p)
 	if len(errs) > 0 {

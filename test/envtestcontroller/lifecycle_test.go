@@ -52,7 +52,7 @@ func checkReadyPolicy(t *testing.T, e *kubetest.Env, got *v1alpha1.RateLimitPoli
 	if s.Namespace != got.Namespace || s.Redis.Mode != mode || !slices.Equal(s.Redis.Addrs, addrs) {
 		t.Errorf("snapshot namespace %q redis %+v, want %s %s %v", s.Namespace, s.Redis, got.Namespace, mode, addrs)
 	}
-	i := slices.IndexFunc(s.Policies, func(p snapshot.Policy) bool { return p.Name == got.Name })
+	i := slices.IndexFunc(s.Policies, func(p snapshot.Entry) bool { return p.Name == got.Name })
 	if i < 0 {
 		t.Fatalf("snapshot does not hold %s: %v", got.Name, policyNames(s))
 	}
@@ -303,7 +303,7 @@ func TestStoredPolicyOutOfScope(t *testing.T) {
 		t.Errorf("Ready message %q: want the field and the required prefix", msg)
 	}
 	_, s := waitSnapshot(t, e, ns, "honest")
-	if slices.ContainsFunc(s.Policies, func(p snapshot.Policy) bool { return p.Name == "thief" }) {
+	if slices.ContainsFunc(s.Policies, func(p snapshot.Entry) bool { return p.Name == "thief" }) {
 		t.Fatalf("the out-of-scope policy was published")
 	}
 }

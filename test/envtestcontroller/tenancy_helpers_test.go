@@ -235,7 +235,7 @@ func sidecarPolicy(t testing.TB, ns, name string) *limiter.Policy {
 // policyUnder is sidecarPolicy with its keys under tag.
 func policyUnder(t testing.TB, ns, name, tag string) *limiter.Policy {
 	t.Helper()
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: ns, Name: name, Algorithm: limiter.TokenBucket,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: name, Algorithm: limiter.TokenBucket,
 		Limits:   []limiter.Limit{{Name: "per-second", Requests: 1_000_000, Period: time.Second}},
 		StateKey: tag + ":${limit}", TTL: time.Minute, FailureMode: limiter.FailClosed})
 	if err != nil {

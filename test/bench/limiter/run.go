@@ -342,7 +342,7 @@ func bytesPerIdentity(ctx context.Context, c config, rdb *redis.Client, alg limi
 func newPolicy(alg limiter.Algorithm, namespace, name string, lim limiter.Limit, ttl time.Duration, mode limiter.FailureMode) (*limiter.Policy, error) {
 	key := "{rl:${namespace}/${policy}:${identity}}:${limit}"
 	limits := []limiter.Limit{lim}
-	p, err := limiter.NewPolicy(limiter.PolicyConfig{Namespace: namespace, Name: name, Algorithm: alg,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: namespace, Name: name, Algorithm: alg,
 		Limits: limits, StateKey: key, TTL: max(ttl, limiter.Horizon(alg, limits)), FailureMode: mode})
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)

@@ -9,9 +9,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
-// Policy is one compiled RateLimitPolicy: what the sidecar needs to match a request, find the
+// Entry is one RateLimitPolicy as the snapshot carries it: what the sidecar needs to match a request, find the
 // caller and run the script, with durations in milliseconds.
-type Policy struct {
+type Entry struct {
 	// Name of the RateLimitPolicy.
 	Name string `json:"name"`
 	// Match selects requests (the API's own type).
@@ -91,8 +91,8 @@ type LocalCap struct {
 }
 
 // Config is the limiter's view of the policy.
-func (p Policy) Config(namespace string) limiter.PolicyConfig {
-	c := limiter.PolicyConfig{
+func (p Entry) Config(namespace string) limiter.Spec {
+	c := limiter.Spec{
 		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
 		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
 		FailureMode: limiter.FailureMode(p.FailureMode),
@@ -114,7 +114,7 @@ func (p Policy) Config(namespace string) limiter.PolicyConfig {
 }
 
 // Compile prepares the policy for the limiter.
-func (p Policy) Compile(namespace string) (*limiter.Policy, error) {
+func (p Entry) Compile(namespace string) (*limiter.Policy, error) {
 	return limiter.NewPolicy(p.Config(namespace)) //nolint:wrapcheck // FieldErrors name the field.
 }
 
@@ -123,7 +123,7 @@ func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 // InScope reports, as an error naming the template, whether every key template of p lies in
 // its namespace's scope under prefix (keylayout.InScope): a reader refuses a policy whose
 // keys could reach another namespace's or lie outside the prefix.
-func (p Policy) InScope(prefix string) error {
+func (p Entry) InScope(prefix string) error {
 	for _, src := range []string{p.StateKey, p.IdempotencyKey} {
 		if src == "" {
 			continue
