@@ -60,7 +60,7 @@ func run(ctx context.Context, o options) error {
 	}
 	g.Go(func() error { return runSource(gctx, o, store, log) })
 	g.Go(func() error { return serve(gctx, o, upstream, store, metrics, health, srv, log) })
-	return g.Wait() //nolint:wrapcheck // both goroutines wrap their own errors
+	return g.Wait()
 }
 
 // serve starts the fronts, connects to Redis (waiting for a snapshot that names it when no
@@ -143,7 +143,7 @@ func waitForSnapshot(ctx context.Context, store *sidecar.Store) (*sidecar.Set, b
 func runSource(ctx context.Context, o options, store *sidecar.Store, log logr.Logger) error {
 	if o.snapshotFile != "" {
 		src := &sidecar.FileSource{Path: o.snapshotFile, Sink: store, Log: log.WithName("file")}
-		return src.Run(ctx) //nolint:wrapcheck // the source names itself
+		return src.Run(ctx)
 	}
 	cfg, err := ctrl.GetConfig() // --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config
 	if err != nil {
@@ -154,5 +154,5 @@ func runSource(ctx context.Context, o options, store *sidecar.Store, log logr.Lo
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	src := &sidecar.WatchSource{Client: cs, Namespace: o.namespace, Sink: store, Log: log.WithName("watch")}
-	return src.Run(ctx) //nolint:wrapcheck // the source names itself
+	return src.Run(ctx)
 }

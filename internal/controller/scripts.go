@@ -184,7 +184,7 @@ func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
 	default:
 		err = fmt.Errorf("unsupported redis client %T", l.Client)
 	}
-	return total, err //nolint:wrapcheck // wrapped by sync.
+	return total, err
 }
 
 // ensureOn loads every script missing on one node and verifies them all.

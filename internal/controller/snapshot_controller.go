@@ -350,7 +350,7 @@ func (r *SnapshotReconciler) read(ctx context.Context, ns string) (publishedStat
 	}
 	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
 	if err != nil {
-		return publishedState{}, err //nolint:wrapcheck // Parse names the problem
+		return publishedState{}, err
 	}
 	return stateOf(s), nil
 }
@@ -399,9 +399,9 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr). //nolint:wrapcheck // setup error reported as is
-							Named("snapshot").
-							Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("snapshot").
+		Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot())).
 		Complete(r)

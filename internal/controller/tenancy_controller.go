@@ -98,7 +98,7 @@ func (r *TenantReconciler) secret(ctx context.Context, ns string) (*corev1.Secre
 func (r *TenantReconciler) user(ns string, hashes []string) (redisacl.User, error) {
 	pattern, err := redisacl.KeyPattern(r.KeyPrefix, ns)
 	if err != nil {
-		return redisacl.User{}, err //nolint:wrapcheck // names the prefix or namespace
+		return redisacl.User{}, err
 	}
 	return redisacl.User{Name: r.userName(ns), PasswordHashes: hashes, KeyPatterns: []string{pattern},
 		Commands: r.Commands}, nil
@@ -112,7 +112,7 @@ func (r *TenantReconciler) apply(ctx context.Context, ns string, hashes []string
 	if err != nil {
 		return err
 	}
-	return r.Users.Ensure(ctx, u) //nolint:wrapcheck // names the user and the nodes
+	return r.Users.Ensure(ctx, u)
 }
 
 // redisFailed reports that Redis did not take a change and retries after RedisRetry (not
@@ -140,10 +140,10 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.SecretName })
 	// Only a policy's arrival and final removal change whether a namespace needs a user.
 	createOrDelete := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
-	return ctrl.NewControllerManagedBy(mgr). //nolint:wrapcheck // setup error reported as is
-							Named("tenant").
-							For(&corev1.Secret{}, builder.WithPredicates(byName)).
-							Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.namespaceOf),
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tenant").
+		For(&corev1.Secret{}, builder.WithPredicates(byName)).
+		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.namespaceOf),
 			builder.WithPredicates(createOrDelete)).
 		WatchesRawSource(source.Channel(r.Unknown, handler.EnqueueRequestsFromMapFunc(r.namespaceOf))).
 		Complete(r)

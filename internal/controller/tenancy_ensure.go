@@ -61,7 +61,7 @@ func (r *TenantReconciler) ensure(ctx context.Context, ns string, s *corev1.Secr
 func (r *TenantReconciler) create(ctx context.Context, ns string, old *corev1.Secret) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
-		return ctrl.Result{}, err //nolint:wrapcheck // says it is the password
+		return ctrl.Result{}, err
 	}
 	if err := r.apply(ctx, ns, []string{redisacl.HashPassword(password)}); err != nil {
 		return r.redisFailed(ctx, ns, old, err)
@@ -97,7 +97,7 @@ func (r *TenantReconciler) create(ctx context.Context, ns string, old *corev1.Se
 func (r *TenantReconciler) rotate(ctx context.Context, ns string, want *corev1.Secret, st tenantState, now time.Time) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
-		return ctrl.Result{}, err //nolint:wrapcheck // says it is the password
+		return ctrl.Result{}, err
 	}
 	previous := redisacl.HashPassword(st.password)
 	if err := r.apply(ctx, ns, []string{redisacl.HashPassword(password), previous}); err != nil {

@@ -79,7 +79,7 @@ func (o TenancyOptions) Validate() error {
 		return fmt.Errorf("rotation period %s: 0 (off) or longer than the grace %s", o.RotationPeriod, o.Grace)
 	}
 	_, err := redisacl.KeyPattern(o.KeyPrefix, "ns")
-	return err //nolint:wrapcheck // names the prefix
+	return err
 }
 
 // SetupTenancy registers per-namespace Redis users: the TenantReconciler and the

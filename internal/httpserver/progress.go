@@ -100,7 +100,7 @@ type progressBody struct {
 // Read reads more of the body within the timeout.
 func (b *progressBody) Read(p []byte) (int, error) {
 	if b.eof.Load() {
-		return b.ReadCloser.Read(p) //nolint:wrapcheck // a body's io.EOF must stay io.EOF
+		return b.ReadCloser.Read(p)
 	}
 	deadline := time.Now().Add(b.timeout)
 	b.reading.Store(deadline.UnixNano())
@@ -114,7 +114,7 @@ func (b *progressBody) Read(p []byte) (int, error) {
 		b.stalled.Store(true)
 	}
 	b.reading.Store(0)
-	return n, err //nolint:wrapcheck // as above
+	return n, err
 }
 
 // Stalled reports whether reading the body of r (or of the request r was derived from)
@@ -141,13 +141,13 @@ type progressWriter struct {
 // Write writes more of the answer within the timeout.
 func (w *progressWriter) Write(p []byte) (int, error) {
 	w.d.setWrite(time.Now().Add(w.timeout))
-	return w.ResponseWriter.Write(p) //nolint:wrapcheck // the server's error as is
+	return w.ResponseWriter.Write(p)
 }
 
 // FlushError flushes within the timeout (http.ResponseController uses it).
 func (w *progressWriter) FlushError() error {
 	w.d.setWrite(time.Now().Add(w.timeout))
-	return http.NewResponseController(w.ResponseWriter).Flush() //nolint:wrapcheck // as in Write
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Hijack hands the connection over without deadlines: an upgraded connection (WebSocket)
@@ -158,7 +158,7 @@ func (w *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err == nil {
 		_ = conn.SetDeadline(time.Time{}) // a closed connection fails its first use anyway
 	}
-	return conn, brw, err //nolint:wrapcheck // as in Write
+	return conn, brw, err
 }
 
 // Unwrap is the server's writer, for http.ResponseController.

@@ -113,7 +113,7 @@ func TestStreamingAllowsLongExchanges(t *testing.T) {
 		case "/stream":
 			for i := range 6 {
 				_, _ = io.WriteString(w, strings.Repeat("x", i))
-				http.NewResponseController(w).Flush() //nolint:errcheck // the client reads it
+				http.NewResponseController(w).Flush()
 				time.Sleep(tWrite / 3)
 			}
 		default:

@@ -26,7 +26,7 @@ func BenchmarkCheck(b *testing.B) {
 				b.SetParallelism(32) // x GOMAXPROCS (2 here) = 64 callers
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
-					rng := rand.New(rand.NewPCG(rand.Uint64(), 1)) //nolint:gosec // load generation.
+					rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
 					for pb.Next() {
 						id := fmt.Sprintf("user-%08d", rng.IntN(10000))
 						if d := l.Check(context.Background(), p, Request{Identity: id}); d.WithoutRedis() {

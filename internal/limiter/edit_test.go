@@ -113,7 +113,7 @@ func TestEditedPolicyReadsStateSanely(t *testing.T) {
 		runners[alg] = &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
 	}
 	for seed := range uint64(150) {
-		rng := rand.New(rand.NewPCG(seed, 99)) //nolint:gosec // test data.
+		rng := rand.New(rand.NewPCG(seed, 99))
 		a, b := randomEditPolicy(t, rng), randomEditPolicy(t, rng)
 		id := fmt.Sprintf("caller-%d", seed)
 		now := int64(1_760_000_000_000_000) + rng.Int64N(1_000_000_000_000)

@@ -36,7 +36,7 @@ func evalOnce(ctx context.Context, rdb processor, s *Script, keys []string, args
 	if isNoScript(err) {
 		v, err = send(ctx, rdb, s.eval(ctx, keys, args)).Result()
 	}
-	return v, err //nolint:wrapcheck // the caller wraps with the policy's name.
+	return v, err
 }
 
 // pause waits d, or reports false if ctx ends first.

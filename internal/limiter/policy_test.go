@@ -106,7 +106,7 @@ func TestHorizon(t *testing.T) {
 // exact period/requests, so rounding can only ever admit fewer requests; NewPolicy accepts a
 // rate only when it runs within 1% of what was asked.
 func TestIntervalNeverAdmitsMore(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // test data.
+	rng := rand.New(rand.NewPCG(1, 2))
 	for range 100_000 {
 		l := Limit{Name: "l", Requests: 1 + rng.Int64N(2_000_000), Period: time.Duration(1+rng.Int64N(10_000_000)) * time.Microsecond}
 		T := interval(l)

@@ -254,7 +254,7 @@ func TestScriptPathsMatchModel(t *testing.T) {
 		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
 		for i, c := range pathConfigs {
 			t.Run(string(alg)+"/"+c.name, func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(len(alg)), uint64(i))) //nolint:gosec // test data.
+				rng := rand.New(rand.NewPCG(uint64(len(alg)), uint64(i)))
 				ints, tables := checkPathsAgainstModel(t, run, rng, modelPolicy(t, alg, c.limits...))
 				switch {
 				case len(c.limits) > 1:

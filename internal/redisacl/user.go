@@ -76,7 +76,7 @@ func KeyPattern(keyPrefix, namespace string) (string, error) {
 		keyPrefix = DefaultKeyPrefix
 	}
 	if err := keylayout.ValidatePrefix(keyPrefix); err != nil {
-		return "", err //nolint:wrapcheck // names the prefix
+		return "", err
 	}
 	if namespace == "" {
 		return "", errors.New("namespace is empty")

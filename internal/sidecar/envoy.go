@@ -151,7 +151,7 @@ func descriptorEntries(d *ratelimitv3.RateLimitDescriptor) []DescriptorEntry {
 // (Envoy lets it override the request's), else the request's. 0 means the policy's default.
 func hitsAddend(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {
 	if h := d.GetHitsAddend(); h != nil {
-		return int64(min(h.GetValue(), math.MaxInt64)) //nolint:gosec // clamped to MaxInt64
+		return int64(min(h.GetValue(), math.MaxInt64))
 	}
 	return int64(req.GetHitsAddend())
 }
@@ -226,7 +226,7 @@ func (a *descriptorStatusAlloc) fill(outs []Outcome) *rlsv3.RateLimitResponse_De
 
 // duration is d as the status's own Duration message (durationpb.New without allocating).
 func (a *descriptorStatusAlloc) duration(d time.Duration) *durationpb.Duration {
-	a.reset.Seconds, a.reset.Nanos = int64(d/time.Second), int32(d%time.Second) //nolint:gosec // below 1e9
+	a.reset.Seconds, a.reset.Nanos = int64(d/time.Second), int32(d%time.Second)
 	return &a.reset
 }
 
@@ -313,7 +313,7 @@ func perUnit(size, unitMs, periodMs int64) uint32 {
 }
 
 func clampUint32(n int64) uint32 {
-	return uint32(min(max(n, 0), math.MaxUint32)) //nolint:gosec // clamped to the uint32 range
+	return uint32(min(max(n, 0), math.MaxUint32))
 }
 
 // headerValues converts header fields to Envoy's form.

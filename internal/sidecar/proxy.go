@@ -97,7 +97,7 @@ func requestPath(r *http.Request) (httppath.Path, error) {
 	if target == "" { // a request built in-process rather than read from a client
 		target = r.URL.RequestURI()
 	}
-	return httppath.ParseTarget(r.Method, httppath.TargetPath(target)) //nolint:wrapcheck // the error names the problem
+	return httppath.ParseTarget(r.Method, httppath.TargetPath(target))
 }
 
 // withPath is r with its URL's path set to the normalized one, both decoded (Path) and

@@ -115,7 +115,7 @@ func (p Entry) Config(namespace string) limiter.Spec {
 
 // Compile prepares the policy for the limiter.
 func (p Entry) Compile(namespace string) (*limiter.Policy, error) {
-	return limiter.NewPolicy(p.Config(namespace)) //nolint:wrapcheck // FieldErrors name the field.
+	return limiter.NewPolicy(p.Config(namespace))
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -124,7 +124,7 @@ func readElements(r *bufio.Reader, buf *bytes.Buffer, header []byte, perItem int
 func readLine(r *bufio.Reader, buf *bytes.Buffer) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
-		return nil, err //nolint:wrapcheck // io.EOF must stay recognizable to callers
+		return nil, err
 	}
 	start := buf.Len()
 	buf.Write(line)

@@ -47,7 +47,7 @@ func SamplePaths(t testing.TB) []string {
 // would send, with no client-side type round trip.
 func ReadObject(t testing.TB, path string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(path) //nolint:gosec // test fixture path
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read %s: %v", path, err)
 	}

@@ -26,7 +26,7 @@ type ACLUser struct {
 // with a file that lost its user.
 func WithACLConf(t testing.TB, path string, users map[string]ACLUser) Option {
 	t.Helper()
-	src, err := os.ReadFile(path) //nolint:gosec // a test fixture path
+	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("redistest: read %s: %v", path, err)
 	}

@@ -58,7 +58,7 @@ func (r *limitsRig) upstream(w http.ResponseWriter, req *http.Request) {
 	case "/api/stream": // a long answer, each part well within the write timeout
 		for i := range 8 {
 			_, _ = fmt.Fprintf(w, "part %d\n", i)
-			http.NewResponseController(w).Flush() //nolint:errcheck // the test reads the parts
+			http.NewResponseController(w).Flush()
 			time.Sleep(limWrite / 4)
 		}
 		return

@@ -44,8 +44,8 @@ func Encode(authority, method string, msg []byte) Request {
 	} {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true}) // writes to a bytes.Buffer
 	}
-	m := make([]byte, 5+len(msg))                       // flag 0 (not compressed), 4-byte big-endian length, message
-	binary.BigEndian.PutUint32(m[1:], uint32(len(msg))) //nolint:gosec // small messages
+	m := make([]byte, 5+len(msg)) // flag 0 (not compressed), 4-byte big-endian length, message
+	binary.BigEndian.PutUint32(m[1:], uint32(len(msg)))
 	copy(m[5:], msg)
 	return Request{headers: hb.Bytes(), message: m}
 }
@@ -101,7 +101,7 @@ func Dial(addr string) (*Conn, error) {
 }
 
 // Close closes the connection; calls in flight fail.
-func (c *Conn) Close() error { return c.nc.Close() } //nolint:wrapcheck // nothing to add
+func (c *Conn) Close() error { return c.nc.Close() }
 
 // Call sends req and waits for its response.
 func (c *Conn) Call(req Request) (Response, error) {

@@ -70,7 +70,7 @@ func TestConcurrentCalls(t *testing.T) {
 					return
 				}
 				if r.Status != int(wantStatus) {
-					errs <- "status " + codes.Code(r.Status).String() + ", want " + wantStatus.String() //nolint:gosec // small
+					errs <- "status " + codes.Code(r.Status).String() + ", want " + wantStatus.String()
 					return
 				}
 				if wantStatus != codes.OK {
@@ -99,7 +99,7 @@ func TestUnknownMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if codes.Code(r.Status) != codes.Unimplemented || r.Message != nil { //nolint:gosec // small
+	if codes.Code(r.Status) != codes.Unimplemented || r.Message != nil {
 		t.Errorf("got status %d, message %q; want UNIMPLEMENTED without a message", r.Status, r.Message)
 	}
 }

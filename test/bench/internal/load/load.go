@@ -86,7 +86,7 @@ func Drive(ctx context.Context, callers int, d time.Duration, fn Caller) (Stats,
 }
 
 func callLoop(ctx context.Context, g int, deadline time.Time, fn Caller, t *tally) error {
-	rng := rand.New(rand.NewPCG(uint64(g), 7)) //nolint:gosec // load generation, not security
+	rng := rand.New(rand.NewPCG(uint64(g), 7))
 	t.lat = make([]time.Duration, 0, 4096)
 	for ctx.Err() == nil {
 		t0 := time.Now()

@@ -153,7 +153,7 @@ func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limit
 	var sopts []grpc.ServerOption
 	if c.StreamWorkers > 0 {
 		// Workers keep their grown stacks; a goroutine per call grows a fresh one each time.
-		sopts = append(sopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers))) //nolint:gosec // a small flag value
+		sopts = append(sopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers)))
 	}
 	// The process runs with the sidecar binary's GC target (--gc-percent) while it serves.
 	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: sidecar.SetGCPercent(sidecar.DefaultGCPercent)}
