@@ -185,8 +185,8 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Snapshots.Changed(), handler.EnqueueRequestsFromMapFunc(r.policiesIn))).
 		WatchesRawSource(source.Channel(r.Scripts.Changed(), handler.EnqueueRequestsFromMapFunc(r.allPolicies))).
-		// Policies are independent; 4 workers cut a 1000-policy bulk apply from
-		// ~16 s to ~10 s to Ready on 2 cores.
+		// Policies are independent; 4 workers shorten a bulk apply's time to Ready
+		// (docs/benchmarks.md, "Measurements behind the defaults").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }

@@ -98,8 +98,8 @@ const maxYields = 4
 // (runtime.Gosched) lets them run and join this round trip instead of paying for one of
 // their own. fill yields again only while the last yield brought new calls, at most
 // maxYields times, so the added wait is a few scheduler passes and no yield outlasts
-// what the other runnable goroutines do meanwhile. Measured on 2 cores with 64 callers:
-// batches 11 -> 15 calls, limiter throughput +10-15% (docs/benchmarks.md).
+// what the other runnable goroutines do meanwhile. It makes batches larger and the limiter
+// faster under load (docs/benchmarks.md, "Measurements behind the defaults").
 func (b *batcher) fill(batch []*call) []*call {
 	batch = b.drain(batch)
 	for range maxYields {

@@ -18,8 +18,8 @@ type Options struct {
 	// releases pipeline workers at Timeout too; callers are released at Timeout either way.
 	Pipelining bool
 	// Workers is how many pipelines may be in flight at once. Default 4: on loopback fewer,
-	// larger pipelines win (2 to 4 measured best on 2 cores); with a real network round trip
-	// more in flight may pay.
+	// larger pipelines win (docs/benchmarks.md); with a real network round trip more in
+	// flight may pay.
 	Workers int
 	// MaxBatch caps the checks in one pipeline. Default 128.
 	MaxBatch int

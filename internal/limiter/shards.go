@@ -11,8 +11,9 @@ import (
 
 // shards gives each Redis Cluster primary its own circuit breaker, so one failed shard sends
 // only its own identities to the failure mode: with one breaker for the whole cluster, a
-// killed primary sent 22-45% of the checks of the healthy primaries to the failure mode too
-// (measured by the cluster fault tests). Standalone and Sentinel keep the single breaker.
+// killed primary sent checks of the healthy primaries to the failure mode too
+// (docs/benchmarks.md, "Measurements behind the defaults"). Standalone and Sentinel keep
+// the single breaker.
 //
 // A breaker belongs to a primary's address, not to the go-redis client of the moment: go-redis
 // closes a node's client a minute after the node left its slot map and makes a new one when
