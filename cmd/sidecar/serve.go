@@ -106,7 +106,7 @@ func (s *servers) listenGRPC(addr string, engine *sidecar.Engine) error {
 		return fmt.Errorf("grpc server: %w", err)
 	}
 	// A fixed pool of stream workers: without it every call starts a goroutine whose stack
-	// grows afresh (about 7% of the front's CPU, profiled by test/bench/sidecar).
+	// grows afresh, a cost that shows in the front's CPU profile (test/bench/sidecar).
 	s.grpc = grpc.NewServer(grpc.NumStreamWorkers(grpcStreamWorkers))
 	(&sidecar.EnvoyServer{Engine: engine, Log: s.log.WithName("envoy")}).Register(s.grpc)
 	s.log.Info("serving", "server", "grpc", "address", ln.Addr().String())

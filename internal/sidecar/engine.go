@@ -25,28 +25,23 @@ const (
 type Engine struct {
 	// Store holds the snapshot in force.
 	Store *Store
-	// Limiter asks Redis (and applies each policy's failure mode). It may instead be set
-	// later with SetLimiter, when Redis is only known from the first snapshot.
-	Limiter *limiter.Limiter
 	// Metrics, when set, records every decision.
 	Metrics *Metrics
 
-	late atomic.Pointer[limiter.Limiter]
+	// lim asks Redis (and applies each policy's failure mode); nil until SetLimiter.
+	lim atomic.Pointer[limiter.Limiter]
 }
 
 // ErrNoRedisYet is the error of decisions made before the Redis client exists: the fronts
 // serve as soon as the snapshot is known, Redis only once the snapshot names it.
 var ErrNoRedisYet = errors.New("no redis client yet: waiting for a snapshot naming redis")
 
-// SetLimiter installs the limiter when it could not be built before the engine served.
-func (g *Engine) SetLimiter(l *limiter.Limiter) { g.late.Store(l) }
+// SetLimiter installs the limiter that asks Redis. It is the one way to give the engine a
+// limiter: the fronts may serve before Redis is known (the first snapshot names it), and
+// until then every decision is ErrNoRedisYet's failure mode.
+func (g *Engine) SetLimiter(l *limiter.Limiter) { g.lim.Store(l) }
 
-func (g *Engine) limiter() *limiter.Limiter {
-	if l := g.late.Load(); l != nil {
-		return l
-	}
-	return g.Limiter
-}
+func (g *Engine) limiter() *limiter.Limiter { return g.lim.Load() }
 
 // Check is one request against one policy.
 type Check struct {

@@ -62,7 +62,9 @@ func envoyFuzzServer(t testing.TB) *sidecar.EnvoyServer {
 			s.Identity.Sources[0].Descriptor.Key = "k"
 		}),
 	)
-	return &sidecar.EnvoyServer{Engine: &sidecar.Engine{Store: store, Limiter: lim}, Log: logr.Discard()}
+	engine := &sidecar.Engine{Store: store}
+	engine.SetLimiter(lim)
+	return &sidecar.EnvoyServer{Engine: engine, Log: logr.Discard()}
 }
 
 // envoyFuzzRequest builds a request of n descriptors (0..3) from the fuzzed parts.

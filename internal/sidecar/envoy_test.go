@@ -103,8 +103,9 @@ func envoyStart(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLi
 	t.Cleanup(lim.Close)
 	reg := prometheus.NewRegistry()
 	log, logs := envoyLogger()
-	es := &sidecar.EnvoyServer{Log: log, Engine: &sidecar.Engine{
-		Store: envoyStore(t, policies...), Limiter: lim, Metrics: sidecar.NewMetrics(reg)}}
+	engine := &sidecar.Engine{Store: envoyStore(t, policies...), Metrics: sidecar.NewMetrics(reg)}
+	engine.SetLimiter(lim)
+	es := &sidecar.EnvoyServer{Log: log, Engine: engine}
 	return &envoyHarness{client: envoyServe(t, es), reg: reg, logs: logs}
 }
 

@@ -6,11 +6,10 @@ import (
 )
 
 // DefaultGCPercent is the sidecar's garbage-collection target (see SetGCPercent). Its live
-// heap is small and bounded (a snapshot, the deny cache, connection buffers: a few MB), and
-// each decision allocates about 10 KB, mostly in gRPC, so with Go's default of 100 the
-// collector runs many times a second. 400 lets the heap grow to five times the live data
-// between collections: a few MB more for less CPU (measured with `make bench`, about 5%
-// more gRPC decisions per second on 2 shared cores).
+// heap is small and bounded (a snapshot, the deny cache, connection buffers), and every
+// decision allocates, mostly in gRPC, so with Go's default of 100 the collector runs many
+// times a second. 400 lets the heap grow to five times the live data between collections:
+// a little more memory for less CPU (docs/benchmarks.md has the measurement).
 const DefaultGCPercent = 400
 
 // SetGCPercent sets the garbage-collection target to percent (runtime/debug.SetGCPercent)

@@ -81,7 +81,8 @@ func scStartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limi
 	if err := store.Load(scDoc(t, policies...), "test"); err != nil {
 		t.Fatal(err)
 	}
-	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: m}
+	engine := &sidecar.Engine{Store: store, Metrics: m}
+	engine.SetLimiter(lim)
 	m.CountPipelines(engine)
 	return &scRig{redis: srv, client: rdb, engine: engine, store: store, reg: reg}
 }

@@ -59,9 +59,6 @@ func (s *Set) MatchDescriptor(domain string, entries []DescriptorEntry) []*Entry
 	return out
 }
 
-// Domains reports whether any policy uses domain.
-func (s *Set) Domains(domain string) bool { return len(s.domains[domain]) > 0 }
-
 // DescriptorEntry is one key/value entry of an Envoy rate limit descriptor.
 type DescriptorEntry struct {
 	// Key is the entry's key.

@@ -29,7 +29,8 @@ type Store struct {
 // Current is the snapshot in force, or nil before the first good load.
 func (s *Store) Current() *Set { return s.cur.Load() }
 
-// Load parses data and installs it. On error nothing changes; the error says why.
+// Load parses data and installs it. On error nothing changes; the error says why. The
+// snapshot sources refuse a document over snapshot.MaxBytes before it reaches Load.
 func (s *Store) Load(data []byte, origin string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,9 +66,6 @@ func (s *Store) Clear(origin string) {
 }
 
 func (s *Store) build(data []byte) (*Set, []error, error) {
-	if len(data) > snapshot.MaxBytes {
-		return nil, nil, fmt.Errorf("snapshot is %d bytes, more than the %d a ConfigMap can carry", len(data), snapshot.MaxBytes)
-	}
 	parsed, err := snapshot.Parse(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse snapshot: %w", err)

@@ -96,7 +96,8 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 	}
 	t.Cleanup(lim.Close)
 	r := &rig{t: t, redisAddr: redisAddr, store: &sidecar.Store{Namespace: ns}, upstream: &recorder{}}
-	r.engine = &sidecar.Engine{Store: r.store, Limiter: lim}
+	r.engine = &sidecar.Engine{Store: r.store}
+	r.engine.SetLimiter(lim)
 	r.load(policies...)
 	up := httptest.NewServer(r.upstream)
 	t.Cleanup(up.Close)

@@ -157,7 +157,8 @@ func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limit
 	}
 	// The process runs with the sidecar binary's GC target (--gc-percent) while it serves.
 	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: sidecar.SetGCPercent(sidecar.DefaultGCPercent)}
-	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: sidecar.NewMetrics(prometheus.NewRegistry())}
+	engine := &sidecar.Engine{Store: store, Metrics: sidecar.NewMetrics(prometheus.NewRegistry())}
+	engine.SetLimiter(lim)
 	(&sidecar.EnvoyServer{Engine: engine, Log: logr.Discard()}).Register(s.grpc)
 	go func() { _ = s.grpc.Serve(lis) }()
 	s.addr = lis.Addr().String()
