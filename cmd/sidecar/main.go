@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 )
 
 // options are the sidecar's command-line settings.
@@ -59,7 +59,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second,
 		"On SIGTERM, how long to stay serving while unready so endpoints stop sending traffic.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "Longest wait for in-flight requests on shutdown.")
-	fs.IntVar(&o.gcPercent, "gc-percent", sidecar.DefaultGCPercent,
+	fs.IntVar(&o.gcPercent, "gc-percent", app.DefaultGCPercent,
 		"Garbage-collection target (as GOGC): higher trades memory for CPU; the GOGC environment variable wins when set.")
 	bindHTTPLimits(fs, &o.http)
 	o.redis.BindFlags(fs)

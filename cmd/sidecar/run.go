@@ -17,7 +17,9 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/source"
 )
 
 // check validates the flags, naming the one to fix.
@@ -47,12 +49,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	sidecar.SetGCPercent(o.gcPercent)
+	app.SetGCPercent(o.gcPercent)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := sidecar.NewMetrics(reg)
-	store := &sidecar.Store{Namespace: o.namespace, Log: log.WithName("snapshot"), Metrics: metrics}
-	health := &sidecar.Health{Store: store, Log: log.WithName("health")}
+	metrics := engine.NewMetrics(reg)
+	store := &engine.Store{Namespace: o.namespace, Log: log.WithName("snapshot"), Metrics: metrics}
+	health := &app.Health{Store: store, Log: log.WithName("health")}
 	g, gctx := errgroup.WithContext(ctx)
 	srv := &servers{log: log, grace: o.shutdownGrace, limits: o.http}
 	if err := srv.listenAdmin(o.metricsAddr, reg, health, o.pprof); err != nil {
@@ -65,12 +67,12 @@ func run(ctx context.Context, o options) error {
 
 // serve starts the fronts, connects to Redis (waiting for a snapshot that names it when no
 // --redis-addrs was given), and drains the fronts when ctx ends.
-func serve(ctx context.Context, o options, upstream *url.URL, store *sidecar.Store, metrics *sidecar.Metrics,
-	health *sidecar.Health, srv *servers, log logr.Logger) error {
+func serve(ctx context.Context, o options, upstream *url.URL, store *engine.Store, metrics *engine.Metrics,
+	health *app.Health, srv *servers, log logr.Logger) error {
 	defer srv.closeAdmin()
-	engine := &sidecar.Engine{Store: store, Metrics: metrics}
-	metrics.CountPipelines(engine)
-	if err := srv.listenFronts(o, upstream, engine); err != nil {
+	eng := &engine.Engine{Store: store, Metrics: metrics}
+	metrics.CountPipelines(eng)
+	if err := srv.listenFronts(o, upstream, eng); err != nil {
 		srv.stop(context.Background())
 		return err
 	}
@@ -88,7 +90,7 @@ func serve(ctx context.Context, o options, upstream *url.URL, store *sidecar.Sto
 			return fmt.Errorf("limiter: %w", err)
 		}
 		defer lim.Close()
-		engine.SetLimiter(lim)
+		eng.SetLimiter(lim)
 		health.SetPing(func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	}
 	<-ctx.Done()
@@ -101,7 +103,7 @@ func serve(ctx context.Context, o options, upstream *url.URL, store *sidecar.Sto
 
 // redisClient builds the client from the --redis flags, or, without --redis-addrs, from the
 // topology of the first good snapshot. nil without error means ctx ended first.
-func redisClient(ctx context.Context, ro redisconn.Options, store *sidecar.Store, log logr.Logger) (redis.UniversalClient, error) {
+func redisClient(ctx context.Context, ro redisconn.Options, store *engine.Store, log logr.Logger) (redis.UniversalClient, error) {
 	if len(ro.Addrs) == 0 {
 		set, ok := waitForSnapshot(ctx, store)
 		if !ok {
@@ -124,7 +126,7 @@ func redisClient(ctx context.Context, ro redisconn.Options, store *sidecar.Store
 
 // waitForSnapshot waits for a snapshot that names Redis (a namespace without policies has
 // none; the sidecar serves meanwhile, every request passing unchecked).
-func waitForSnapshot(ctx context.Context, store *sidecar.Store) (*sidecar.Set, bool) {
+func waitForSnapshot(ctx context.Context, store *engine.Store) (*engine.Set, bool) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -140,9 +142,9 @@ func waitForSnapshot(ctx context.Context, store *sidecar.Store) (*sidecar.Set, b
 }
 
 // runSource feeds the store from the mounted file or the ConfigMap watch until ctx ends.
-func runSource(ctx context.Context, o options, store *sidecar.Store, log logr.Logger) error {
+func runSource(ctx context.Context, o options, store *engine.Store, log logr.Logger) error {
 	if o.snapshotFile != "" {
-		src := &sidecar.FileSource{Path: o.snapshotFile, Sink: store, Log: log.WithName("file")}
+		src := &source.File{Path: o.snapshotFile, Sink: store, Log: log.WithName("file")}
 		return src.Run(ctx)
 	}
 	cfg, err := ctrl.GetConfig() // --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config
@@ -153,6 +155,6 @@ func runSource(ctx context.Context, o options, store *sidecar.Store, log logr.Lo
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	src := &sidecar.WatchSource{Client: cs, Namespace: o.namespace, Sink: store, Log: log.WithName("watch")}
+	src := &source.ConfigMap{Client: cs, Namespace: o.namespace, Sink: store, Log: log.WithName("watch")}
 	return src.Run(ctx)
 }

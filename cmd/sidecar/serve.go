@@ -16,7 +16,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 )
 
 // grpcStreamWorkers is the gRPC front's worker pool, sized for 64 concurrent callers.
@@ -37,10 +41,10 @@ type servers struct {
 }
 
 // listenAdmin serves /metrics, /healthz, /readyz (and pprof) from the start.
-func (s *servers) listenAdmin(addr string, reg *prometheus.Registry, h *sidecar.Health, withPprof bool) error {
+func (s *servers) listenAdmin(addr string, reg *prometheus.Registry, h *app.Health, withPprof bool) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", sidecar.Healthz)
+	mux.HandleFunc("/healthz", app.Healthz)
 	mux.HandleFunc("/readyz", h.Readyz)
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -57,22 +61,19 @@ func (s *servers) listenAdmin(addr string, reg *prometheus.Registry, h *sidecar.
 }
 
 // listenFronts starts the fronts the flags enable.
-func (s *servers) listenFronts(o options, upstream *url.URL, engine *sidecar.Engine) error {
+func (s *servers) listenFronts(o options, upstream *url.URL, e *engine.Engine) error {
 	if o.httpAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle(sidecar.CheckPath, &sidecar.CheckHandler{Engine: engine})
-		if err := s.addHTTP("check", o.httpAddr, httpserver.New(mux, s.limits)); err != nil {
+		if err := s.addHTTP("check", o.httpAddr, httpcheck.NewServer(e, s.limits)); err != nil {
 			return err
 		}
 	}
 	if upstream != nil {
-		proxy := sidecar.NewProxy(engine, upstream, s.log.WithName("proxy"))
-		if err := s.addHTTP("proxy", o.proxyAddr, httpserver.NewStreaming(proxy, s.limits)); err != nil {
+		if err := s.addHTTP("proxy", o.proxyAddr, proxy.NewServer(e, upstream, s.limits, s.log.WithName("proxy"))); err != nil {
 			return err
 		}
 	}
 	if o.grpcAddr != "" {
-		return s.listenGRPC(o.grpcAddr, engine)
+		return s.listenGRPC(o.grpcAddr, e)
 	}
 	return nil
 }
@@ -100,7 +101,7 @@ func (s *servers) listenHTTP(name, addr string, srv *http.Server) (*http.Server,
 	return srv, nil
 }
 
-func (s *servers) listenGRPC(addr string, engine *sidecar.Engine) error {
+func (s *servers) listenGRPC(addr string, e *engine.Engine) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("grpc server: %w", err)
@@ -108,7 +109,7 @@ func (s *servers) listenGRPC(addr string, engine *sidecar.Engine) error {
 	// A fixed pool of stream workers: without it every call starts a goroutine whose stack
 	// grows afresh, a cost that shows in the front's CPU profile (test/bench/sidecar).
 	s.grpc = grpc.NewServer(grpc.NumStreamWorkers(grpcStreamWorkers))
-	(&sidecar.EnvoyServer{Engine: engine, Log: s.log.WithName("envoy")}).Register(s.grpc)
+	(&envoyrls.Server{Engine: e, Log: s.log.WithName("envoy")}).Register(s.grpc)
 	s.log.Info("serving", "server", "grpc", "address", ln.Addr().String())
 	go func() {
 		if err := s.grpc.Serve(ln); err != nil {
