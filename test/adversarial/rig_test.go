@@ -39,7 +39,7 @@ type rig struct {
 	engine    *engine.Engine
 	proxy     *httptest.Server
 	check     *httptest.Server
-	envoy     *envoyrls.Server
+	envoy     *envoyrls.Service
 	upstream  *recorder
 }
 
@@ -110,7 +110,7 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 	}
 	r.proxy = serve(t, httpserver.NewStreaming(proxy.New(r.engine, u, logr.Discard()), limits))
 	r.check = serve(t, httpserver.New(&httpcheck.Handler{Engine: r.engine}, limits))
-	r.envoy = &envoyrls.Server{Engine: r.engine}
+	r.envoy = &envoyrls.Service{Engine: r.engine}
 	return r
 }
 

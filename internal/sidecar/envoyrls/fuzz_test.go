@@ -36,9 +36,9 @@ func envoyClosedAddr(t testing.TB) string {
 	return addr
 }
 
-// envoyFuzzServer is a Server whose limiter points at a closed port, over policies
+// envoyFuzzServer is a Service whose limiter points at a closed port, over policies
 // with each failure mode, idempotency, a cost maximum, a Fixed identity and a Reject.
-func envoyFuzzServer(t testing.TB) *envoyrls.Server {
+func envoyFuzzServer(t testing.TB) *envoyrls.Service {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: envoyClosedAddr(t), ContextTimeoutEnabled: true,
 		DialTimeout: 5 * time.Millisecond, MaxRetries: -1})
@@ -66,7 +66,7 @@ func envoyFuzzServer(t testing.TB) *envoyrls.Server {
 	)
 	e := &engine.Engine{Store: store}
 	e.SetLimiter(lim)
-	return &envoyrls.Server{Engine: e, Log: logr.Discard()}
+	return &envoyrls.Service{Engine: e, Log: logr.Discard()}
 }
 
 // envoyFuzzRequest builds a request of n descriptors (0..3) from the fuzzed parts.

@@ -19,11 +19,11 @@ type rateLimits struct {
 	byRule map[*engine.Rule][]*rlsv3.RateLimitResponse_RateLimit
 }
 
-// rateLimitsOf is the reported limits of set's rules. The Server keeps those of the snapshot
+// rateLimitsOf is the reported limits of set's rules. The Service keeps those of the snapshot
 // in force; a new snapshot's are built on its first request, reusing those of the rules a
 // reload kept (rules are immutable and reused when unchanged). A request still on an older
 // Set gets its limits built for it alone, so it cannot evict the current ones.
-func (s *Server) rateLimitsOf(set *engine.Set) *rateLimits {
+func (s *Service) rateLimitsOf(set *engine.Set) *rateLimits {
 	prev := s.limits.Load()
 	if prev != nil && prev.set == set {
 		return prev

@@ -2,7 +2,7 @@
 // markdown tables: the front in depth, beside the one-table `make bench`
 // (test/bench/limiter), which measures it per algorithm. It starts a redis-server on
 // loopback, loads a snapshot with one TokenBucket policy (Descriptor identity), serves the
-// envoyrls.Server on a loopback gRPC listener in this process (test/bench/internal/rls), and
+// envoyrls.Service on a loopback gRPC listener in this process (test/bench/internal/rls), and
 // drives it with concurrent real gRPC clients over many identities, with limits high enough
 // that almost every request is admitted.
 //

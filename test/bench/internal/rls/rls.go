@@ -1,6 +1,6 @@
-// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar/envoyrls.Server) in
+// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar/envoyrls.Service) in
 // this process: it compiles RateLimitPolicies into a snapshot as the controller does, loads it
-// into a sidecar Store, serves the envoyrls.Server on a loopback gRPC listener with a limiter on
+// into a sidecar Store, serves the envoyrls.Service on a loopback gRPC listener with a limiter on
 // a given Redis client, and sends ShouldRateLimit calls over real HTTP/2 connections: from the
 // lean client of test/bench/internal/h2grpc (the default, standing in for Envoy) or from
 // grpc-go's generated client.
@@ -129,7 +129,7 @@ type Config struct {
 	StreamWorkers int
 }
 
-// Sidecar is an envoyrls.Server on a loopback gRPC listener, with its clients.
+// Sidecar is an envoyrls.Service on a loopback gRPC listener, with its clients.
 type Sidecar struct {
 	gcPrev  int // the GC target before Start, restored by Stop
 	limiter *limiter.Limiter
@@ -140,7 +140,7 @@ type Sidecar struct {
 	lean    []*h2grpc.Conn
 }
 
-// Start serves store's snapshot through an envoyrls.Server whose limiter (built with opts) asks
+// Start serves store's snapshot through an envoyrls.Service whose limiter (built with opts) asks
 // rdb. Stop it when done; rdb stays the caller's.
 func Start(c Config, rdb redis.UniversalClient, store *engine.Store, opts limiter.Options) (*Sidecar, error) {
 	lim, err := limiter.New(rdb, opts)
@@ -161,7 +161,7 @@ func Start(c Config, rdb redis.UniversalClient, store *engine.Store, opts limite
 	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: app.SetGCPercent(app.DefaultGCPercent)}
 	eng := &engine.Engine{Store: store, Metrics: engine.NewMetrics(prometheus.NewRegistry())}
 	eng.SetLimiter(lim)
-	(&envoyrls.Server{Engine: eng, Log: logr.Discard()}).Register(s.grpc)
+	(&envoyrls.Service{Engine: eng, Log: logr.Discard()}).Register(s.grpc)
 	go func() { _ = s.grpc.Serve(lis) }()
 	s.addr = lis.Addr().String()
 	if err := s.dial(c); err != nil {

@@ -36,7 +36,7 @@ const (
 	codeOK    = rlsv3.RateLimitResponse_OK
 )
 
-// envoyHarness is a Server on a real gRPC server on loopback, backed by a real
+// envoyHarness is a Service on a real gRPC server on loopback, backed by a real
 // redis-server, and a real client.
 type envoyHarness struct {
 	t      testing.TB
@@ -50,12 +50,12 @@ func envoyStart(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLi
 	t.Helper()
 	rig := sidecartest.Start(t, opts, policies...)
 	log, logs := envoyLogger()
-	es := &envoyrls.Server{Log: log, Engine: rig.Engine}
+	es := &envoyrls.Service{Log: log, Engine: rig.Engine}
 	return &envoyHarness{t: t, client: envoyServe(t, es), reg: rig.Reg, logs: logs}
 }
 
 // envoyServe serves es on a loopback gRPC listener and returns a client connected to it.
-func envoyServe(t *testing.T, es *envoyrls.Server) rlsv3.RateLimitServiceClient {
+func envoyServe(t *testing.T, es *envoyrls.Service) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -322,7 +322,7 @@ func TestEnvoyRefusesMalformed(t *testing.T) {
 }
 
 func TestEnvoyUnavailableBeforeSnapshot(t *testing.T) {
-	es := &envoyrls.Server{Engine: &engine.Engine{Store: &engine.Store{Log: logr.Discard()}}}
+	es := &envoyrls.Service{Engine: &engine.Engine{Store: &engine.Store{Log: logr.Discard()}}}
 	client := envoyServe(t, es)
 	_, err := client.ShouldRateLimit(context.Background(), envoyReq(0, envoyDesc("route", "/api")))
 	if st := status.Convert(err); st.Code() != codes.Unavailable {
@@ -540,7 +540,7 @@ func TestEnvoyIdempotencyBindsToDescriptor(t *testing.T) {
 		s.Idempotency = &v1alpha1.Idempotency{DescriptorKey: "request_id", TTL: metav1.Duration{Duration: time.Minute}}
 	})
 	rig := sidecartest.Start(t, limiter.Options{}, pol)
-	srv := &envoyrls.Server{Engine: rig.Engine}
+	srv := &envoyrls.Service{Engine: rig.Engine}
 	over := 0
 	for i := range 12 {
 		resp, err := srv.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
