@@ -128,7 +128,7 @@ const pprofTimeout = 2 * time.Minute
 func (a *App) adminServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
-	mux.HandleFunc("/healthz", Healthz)
+	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/readyz", a.health.Readyz)
 	limits := a.cfg.HTTP
 	if a.cfg.Pprof {

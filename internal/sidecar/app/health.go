@@ -86,5 +86,5 @@ func (h *Health) Readyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n")) // the prober may be gone
 }
 
-// Healthz serves /healthz: the process is alive and serving.
-func Healthz(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+// healthz serves /healthz: the process is alive and serving.
+func healthz(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }

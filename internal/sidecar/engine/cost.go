@@ -21,9 +21,9 @@ func (r *Rule) StatedCost(n int64) (int64, error) {
 	return n, nil
 }
 
-// HTTPCost is the cost of an HTTP request: the policy's cost header when the request has it
+// httpCost is the cost of an HTTP request: the policy's cost header when the request has it
 // (a whole number from 1 to cost.max), else the default.
-func (r *Rule) HTTPCost(h http.Header) (int64, error) {
+func (r *Rule) httpCost(h http.Header) (int64, error) {
 	name := r.Spec.Cost.Header
 	if name == "" {
 		return max(r.Spec.Cost.Default, 1), nil
@@ -45,8 +45,8 @@ func (r *Rule) HTTPCost(h http.Header) (int64, error) {
 	return n, nil
 }
 
-// HTTPRequestID is the idempotency key of an HTTP request, or "".
-func (r *Rule) HTTPRequestID(h http.Header) (string, error) {
+// httpRequestID is the idempotency key of an HTTP request, or "".
+func (r *Rule) httpRequestID(h http.Header) (string, error) {
 	if r.Spec.Idempotency == nil || r.Spec.Idempotency.Header == "" {
 		return "", nil
 	}
@@ -54,8 +54,8 @@ func (r *Rule) HTTPRequestID(h http.Header) (string, error) {
 	return v, err
 }
 
-// DescriptorRequestID is the idempotency key carried in an Envoy descriptor, or "".
-func (r *Rule) DescriptorRequestID(entries []DescriptorEntry) string {
+// descriptorRequestID is the idempotency key carried in an Envoy descriptor, or "".
+func (r *Rule) descriptorRequestID(entries []DescriptorEntry) string {
 	if r.Spec.Idempotency == nil || r.Spec.Idempotency.DescriptorKey == "" {
 		return ""
 	}

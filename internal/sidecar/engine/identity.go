@@ -34,8 +34,8 @@ func (r *Rule) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err
 	return "", false, nil
 }
 
-// DescriptorIdentity reads the caller's identity for r from an Envoy descriptor.
-func (r *Rule) DescriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
+// descriptorIdentity reads the caller's identity for r from an Envoy descriptor.
+func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
 	for i, s := range r.Spec.Identity.Sources {
 		if v := descriptorSource(s, entries); v != "" {
 			return r.sourced(i, v), true

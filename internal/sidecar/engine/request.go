@@ -61,7 +61,7 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 // identity, cost and request id. Every header it reads goes through readHeader, so a
 // header sent twice refuses the request (ErrRepeatedHeader) whatever it is used for.
 func (r *Rule) HTTPCheck(h http.Header, peer string) (Check, error) {
-	cost, err := r.HTTPCost(h)
+	cost, err := r.httpCost(h)
 	if err != nil {
 		return Check{}, err
 	}
@@ -69,7 +69,7 @@ func (r *Rule) HTTPCheck(h http.Header, peer string) (Check, error) {
 	if err != nil {
 		return Check{}, err
 	}
-	rid, err := r.HTTPRequestID(h)
+	rid, err := r.httpRequestID(h)
 	if err != nil {
 		return Check{}, err
 	}
@@ -83,8 +83,8 @@ func (r *Rule) DescriptorCheck(domain string, entries []DescriptorEntry, stated 
 	if err != nil {
 		return Check{}, err
 	}
-	id, ok := r.DescriptorIdentity(entries)
-	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.DescriptorRequestID(entries)}
+	id, ok := r.descriptorIdentity(entries)
+	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.descriptorRequestID(entries)}
 	if c.RequestID != "" {
 		c.Fingerprint = descriptorFingerprint(domain, entries)
 	}

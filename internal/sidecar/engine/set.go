@@ -26,12 +26,12 @@ type Set struct {
 	refused int
 }
 
-// NewSet compiles a parsed snapshot, each policy once. Rules of prev whose published form
+// newSet compiles a parsed snapshot, each policy once. Rules of prev whose published form
 // is unchanged are reused, so their in-process state (the LocalCap counters) survives the
 // reload. A policy that does not compile (a newer controller's feature, a hand-edited
 // document) is refused on its own: prev's rule of that name, if any, stays in force, and
 // the other policies load. Refused lists every refusal, naming the policy.
-func NewSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
+func newSet(s *snapshot.Snapshot, prev *Set) (set *Set, refused []error) {
 	set = emptySet(s.Namespace)
 	set.Version, set.Redis = s.Version, s.Redis
 	for _, p := range s.Policies {

@@ -12,8 +12,8 @@ import (
 
 // Store holds the snapshot in force. Load installs a new one only if it parses and matches
 // the expected namespace; otherwise the last good one stays. A policy of it that does not
-// compile is refused alone (NewSet). Readers never
-// block: Current is one atomic load, and a request keeps the Set it started with.
+// compile is refused alone, and its last good version stays in force. Readers never block:
+// Current is one atomic load, and a request keeps the Set it started with.
 type Store struct {
 	// Namespace, when set, is the only namespace whose snapshot is accepted.
 	Namespace string
@@ -73,7 +73,7 @@ func (s *Store) build(data []byte) (*Set, []error, error) {
 	if s.Namespace != "" && parsed.Namespace != s.Namespace {
 		return nil, nil, fmt.Errorf("snapshot is for namespace %q, this sidecar serves %q", parsed.Namespace, s.Namespace)
 	}
-	set, refused := NewSet(parsed, s.cur.Load())
+	set, refused := newSet(parsed, s.cur.Load())
 	return set, refused, nil
 }
 
