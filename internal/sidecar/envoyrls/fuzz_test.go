@@ -2,7 +2,6 @@ package envoyrls_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +23,11 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 )
 
-// envoyClosedAddr is a loopback address nothing listens on.
-func envoyClosedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 // envoyFuzzServer is a Service whose limiter points at a closed port, over policies
 // with each failure mode, idempotency, a cost maximum, a Fixed identity and a Reject.
 func envoyFuzzServer(t testing.TB) *envoyrls.Service {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: envoyClosedAddr(t), ContextTimeoutEnabled: true,
+	rdb := redis.NewClient(&redis.Options{Addr: sidecartest.ClosedAddr(t), ContextTimeoutEnabled: true,
 		DialTimeout: 5 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	lim, err := limiter.New(rdb, limiter.Options{Timeout: 5 * time.Millisecond, DenyCacheSize: 16})

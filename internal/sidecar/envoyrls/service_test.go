@@ -41,6 +41,7 @@ const (
 type envoyHarness struct {
 	t      testing.TB
 	client rlsv3.RateLimitServiceClient
+	store  *engine.Store
 	reg    *prometheus.Registry
 	logs   *envoyLogs
 }
@@ -51,7 +52,7 @@ func envoyStart(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLi
 	rig := sidecartest.Start(t, opts, policies...)
 	log, logs := envoyLogger()
 	es := &envoyrls.Service{Log: log, Engine: rig.Engine}
-	return &envoyHarness{t: t, client: envoyServe(t, es), reg: rig.Reg, logs: logs}
+	return &envoyHarness{t: t, client: envoyServe(t, es), store: rig.Store, reg: rig.Reg, logs: logs}
 }
 
 // envoyServe serves es on a loopback gRPC listener and returns a client connected to it.
@@ -473,6 +474,23 @@ func TestEnvoyMissingIdentity(t *testing.T) {
 	if got := h.envoyDecisions("skip", "skipped", "none"); got != 1 {
 		t.Errorf("skipped decisions %v, want 1", got)
 	}
+}
+
+// TestEnvoyReportsReloadedLimits: the reported limits are kept per snapshot, so a reload
+// that changes a policy reports its new limit, and one that keeps it the same one.
+func TestEnvoyReportsReloadedLimits(t *testing.T) {
+	h := envoyStart(t, limiter.Options{}, sidecartest.EnvoyPolicy("api", "/api", 5, time.Minute),
+		sidecartest.EnvoyPolicy("other", "/other", 3, time.Minute))
+	call := func(route string) *rlsv3.RateLimitResponse_DescriptorStatus {
+		return h.envoyCall(t, envoyReq(0, envoyDesc("route", route, "user", "u"))).GetStatuses()[0]
+	}
+	envoyWantLimit(t, "before the reload", call("/api"), "api/per-period", 5, rlsv3.RateLimitResponse_RateLimit_MINUTE)
+	if err := h.store.Load(sidecartest.Doc(t, sidecartest.EnvoyPolicy("api", "/api", 7, time.Second),
+		sidecartest.EnvoyPolicy("other", "/other", 3, time.Minute)), "reload"); err != nil {
+		t.Fatal(err)
+	}
+	envoyWantLimit(t, "changed policy", call("/api"), "api/per-period", 7, rlsv3.RateLimitResponse_RateLimit_SECOND)
+	envoyWantLimit(t, "unchanged policy", call("/other"), "other/per-period", 3, rlsv3.RateLimitResponse_RateLimit_MINUTE)
 }
 
 func TestEnvoyRateLimitUnits(t *testing.T) {
