@@ -3,16 +3,25 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net/url"
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 )
 
 // options are the sidecar's command-line settings.
@@ -59,7 +68,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second,
 		"On SIGTERM, how long to stay serving while unready so endpoints stop sending traffic.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "Longest wait for in-flight requests on shutdown.")
-	fs.IntVar(&o.gcPercent, "gc-percent", sidecar.DefaultGCPercent,
+	fs.IntVar(&o.gcPercent, "gc-percent", app.DefaultGCPercent,
 		"Garbage-collection target (as GOGC): higher trades memory for CPU; the GOGC environment variable wins when set.")
 	bindHTTPLimits(fs, &o.http)
 	o.redis.BindFlags(fs)
@@ -81,13 +90,71 @@ func bindHTTPLimits(fs *flag.FlagSet, l *httpserver.Limits) {
 		"HTTP listeners: largest request line and header block; larger ones are answered 431.")
 }
 
+// check validates the flags, naming the one to fix, and returns the proxy's upstream (nil
+// when the proxy is disabled).
+func (o *options) check() (*url.URL, error) {
+	if err := o.http.Validate(); err != nil {
+		return nil, fmt.Errorf("--http-*: %w", err)
+	}
+	if (o.snapshotFile == "") == !o.snapshotWatch {
+		return nil, errors.New("--snapshot-file or --snapshot-watch: exactly one snapshot source is required")
+	}
+	if o.snapshotWatch && o.namespace == "" {
+		return nil, errors.New("--namespace: required with --snapshot-watch (or set $POD_NAMESPACE)")
+	}
+	if o.upstream == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(o.upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--upstream: %q is not an http(s) URL", o.upstream)
+	}
+	return u, nil
+}
+
+// config is the app's configuration from the flags.
+func (o *options) config(log logr.Logger) app.Config {
+	return app.Config{
+		Namespace:     o.namespace,
+		SnapshotFile:  o.snapshotFile,
+		MetricsAddr:   o.metricsAddr,
+		Pprof:         o.pprof,
+		HTTP:          o.http,
+		Redis:         o.redis,
+		Limiter:       limiter.Options{Timeout: o.timeout, Pipelining: o.pipelining, DenyCacheSize: o.denyCache},
+		DrainDelay:    o.drainDelay,
+		ShutdownGrace: o.shutdownGrace,
+		Log:           log,
+	}
+}
+
+// run wires the fronts the flags enable into the app and runs it until ctx ends.
+func run(ctx context.Context, o options, log logr.Logger) error {
+	upstream, err := o.check()
+	if err != nil {
+		return err
+	}
+	app.SetGCPercent(o.gcPercent)
+	a := app.New(o.config(log))
+	fronts := []app.Front{
+		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
+		{Name: envoyrls.FrontName, Addr: o.grpcAddr, Server: envoyrls.NewServer(a.Engine, log.WithName("envoy"))},
+	}
+	if upstream != nil {
+		fronts = append(fronts, app.Front{Name: proxy.FrontName, Addr: o.proxyAddr,
+			Server: proxy.NewServer(a.Engine, upstream, o.http, log.WithName("proxy"))})
+	}
+	return a.Run(ctx, fronts...)
+}
+
 func main() {
 	var o options
 	o.bind(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
-		ctrl.Log.WithName("sidecar").Error(err, "sidecar exited")
+	log := ctrl.Log.WithName("sidecar")
+	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
+		log.Error(err, "sidecar exited")
 		os.Exit(1)
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/faultproxy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 )
@@ -40,7 +41,7 @@ func TestOnePolicysFailingKeysAreNoOutage(t *testing.T) {
 		t.Fatalf("the failing policy (FailClosed): %d of 50 forwarded, want 0", got)
 	}
 	for i := range 10 {
-		if resp := r.checkAPI(t, sidecar.CheckRequest{Policy: "inside", Identity: "alice"}); resp.Source != string(limiter.SourceRedis) || !resp.Allowed {
+		if resp := r.checkAPI(t, httpcheck.Request{Policy: "inside", Identity: "alice"}); resp.Source != string(limiter.SourceRedis) || !resp.Allowed {
 			t.Fatalf("check %d of another policy on the same node after 50 NOPERMs: %+v, want decided by Redis", i, resp)
 		}
 	}
@@ -59,7 +60,7 @@ func TestLostReplyIsNeverResentOnCluster(t *testing.T) {
 	t.Cleanup(func() { _ = cc.Close() })
 	r := newRigOn(t, cc, cluster.Addrs()[0], limiter.Options{}, httpserver.DefaultLimits(),
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1000, time.Hour))
-	key := r.store.Current().Policy("api").Policy.Keys("victim", "")[0]
+	key := r.store.Current().Rule("api").Policy.Keys("victim", "")[0]
 	// Load the scripts on every primary, as the controller does, so the victim's EVALSHA runs.
 	if err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		for _, s := range limiter.Scripts() {
@@ -74,11 +75,11 @@ func TestLostReplyIsNeverResentOnCluster(t *testing.T) {
 	for _, p := range proxies.Proxies() {
 		p.Inject(faultproxy.Fault{Action: faultproxy.DropAfter, Commands: []string{"evalsha", "eval"}, Arg: key, Count: 1})
 	}
-	if resp := r.checkAPI(t, sidecar.CheckRequest{Policy: "api", Identity: "victim"}); resp.Source == string(limiter.SourceRedis) {
+	if resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "victim"}); resp.Source == string(limiter.SourceRedis) {
 		t.Fatalf("the check whose reply was lost: %+v, want answered by the failure mode", resp)
 	}
 	proxies.Clear()
-	resp := r.checkAPI(t, sidecar.CheckRequest{Policy: "api", Identity: "victim"})
+	resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "victim"})
 	if resp.Source != string(limiter.SourceRedis) || resp.Remaining != 1000-2 {
 		t.Errorf("the next check: %+v; want decided by Redis with 998 left (the lost check debited once, not %d times)", resp, 1000-1-resp.Remaining)
 	}
@@ -102,7 +103,7 @@ func TestShardRecoversAfterItsPrimaryFailsBack(t *testing.T) {
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1_000_000, time.Hour))
 	primary := cluster.Primaries()[0]
 	id := identityOn(t, cluster, r, primary)
-	old, err := cc.MasterForKey(context.Background(), r.store.Current().Policy("api").Policy.Keys(id, "")[0])
+	old, err := cc.MasterForKey(context.Background(), r.store.Current().Rule("api").Policy.Keys(id, "")[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestShardRecoversAfterItsPrimaryFailsBack(t *testing.T) {
 // identityOn finds an identity whose key the server primary serves.
 func identityOn(t *testing.T, c *redistest.Cluster, r *rig, primary *redistest.Server) string {
 	t.Helper()
-	p := r.store.Current().Policy("api").Policy
+	p := r.store.Current().Rule("api").Policy
 	for i := range 10_000 {
 		id := fmt.Sprintf("caller-%d", i)
 		if c.PrimaryForKey(t, p.Keys(id, "")[0]) == primary {
@@ -144,12 +145,12 @@ func identityOn(t *testing.T, c *redistest.Cluster, r *rig, primary *redistest.S
 // waitRedisDecides checks id every 50 ms until Redis decides it for a whole second.
 func (r *rig) waitRedisDecides(t *testing.T, id, when string, within time.Duration) {
 	t.Helper()
-	e := r.store.Current().Policy("api")
+	e := r.store.Current().Rule("api")
 	deadline := time.Now().Add(within)
 	var since time.Time
 	var last limiter.Decision
 	for time.Now().Before(deadline) {
-		o := r.engine.Decide(context.Background(), sidecar.FrontCheck, e, sidecar.Check{Identity: id, HasIdentity: true, Cost: 1})
+		o := r.engine.Decide(context.Background(), httpcheck.FrontName, e, engine.Check{Identity: id, HasIdentity: true, Cost: 1})
 		last = o.Decision
 		switch {
 		case o.Decision.Source != limiter.SourceRedis:
@@ -214,13 +215,13 @@ func waitClosed(t *testing.T, c *redis.Client, within time.Duration) {
 
 // keepChecking checks id every 10 ms until stop is closed.
 func (r *rig) keepChecking(id string, stop <-chan struct{}) {
-	e := r.store.Current().Policy("api")
+	e := r.store.Current().Rule("api")
 	for {
 		select {
 		case <-stop:
 			return
 		case <-time.After(10 * time.Millisecond):
 		}
-		r.engine.Decide(context.Background(), sidecar.FrontCheck, e, sidecar.Check{Identity: id, HasIdentity: true, Cost: 1})
+		r.engine.Decide(context.Background(), httpcheck.FrontName, e, engine.Check{Identity: id, HasIdentity: true, Cost: 1})
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
@@ -26,7 +28,7 @@ func TestRaisingAPeriodDoesNotLockCallersOut(t *testing.T) {
 			r := newRig(t, limiter.Options{DenyCacheSize: 100}, newPolicy("api", alg, 50, time.Second))
 			r.count(50, http.MethodGet, "/api", "X-API-Key", "alice")
 			r.load(newPolicy("api", alg, 10, time.Hour))
-			resp := r.checkAPI(t, sidecar.CheckRequest{Policy: "api", Identity: "alice"})
+			resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "alice"})
 			if resp.Allowed || resp.Remaining < 0 || resp.RetryAfterMs > 2*3600_000 || resp.ResetAfterMs > 2*3600_000 {
 				t.Fatalf("after the edit to 10/h with 50 used: %+v; want denied, remaining >= 0, retry and reset within the new window", resp)
 			}
@@ -77,29 +79,29 @@ func TestOneUncompilablePolicyIsNoOutage(t *testing.T) {
 			s.Policies[i].Limits[0].PeriodMs = 0 // as a newer controller or a hand edit might
 		}
 	}
-	doc := resealed(t, s)
-	store := &sidecar.Store{Namespace: ns}
+	doc := sidecartest.Reseal(t, s)
+	store := &engine.Store{Namespace: ns}
 	if err := store.Load(doc, "new pod"); err != nil {
 		t.Fatalf("a new pod refused the namespace's snapshot for one bad policy: %v", err)
 	}
-	if set := store.Current(); set.Policy("good") == nil || set.Policy("bad") != nil {
+	if set := store.Current(); set.Rule("good") == nil || set.Rule("bad") != nil {
 		t.Fatalf("want the good policy enforced and the bad one refused alone")
 	}
 }
 
 // checkAPI asks the check API and decodes its answer.
-func (r *rig) checkAPI(t *testing.T, req sidecar.CheckRequest) sidecar.CheckResponse {
+func (r *rig) checkAPI(t *testing.T, req httpcheck.Request) httpcheck.Response {
 	t.Helper()
 	body, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(r.check.URL+sidecar.CheckPath, "application/json", strings.NewReader(string(body)))
+	resp, err := http.Post(r.check.URL+httpcheck.Path, "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var out sidecar.CheckResponse
+	var out httpcheck.Response
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("check API answered %d: %v", resp.StatusCode, err)
 	}
@@ -120,13 +122,13 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 			s.Policies[i].Limits = append(s.Policies[i].Limits, l) // same name, other rate
 		}
 	}
-	doc := resealed(t, s)
-	store := &sidecar.Store{Namespace: ns}
+	doc := sidecartest.Reseal(t, s)
+	store := &engine.Store{Namespace: ns}
 	if err := store.Load(doc, "file"); err != nil {
 		t.Fatalf("the file refused whole: %v", err)
 	}
-	if set := store.Current(); set.Policy("dup") != nil || set.Policy("good") == nil || set.Refused() != 1 {
-		t.Fatalf("dup loaded %v, good loaded %v, refused %d; want only dup refused", set.Policy("dup") != nil, set.Policy("good") != nil, set.Refused())
+	if set := store.Current(); set.Rule("dup") != nil || set.Rule("good") == nil || set.Refused() != 1 {
+		t.Fatalf("dup loaded %v, good loaded %v, refused %d; want only dup refused", set.Rule("dup") != nil, set.Rule("good") != nil, set.Refused())
 	}
 }
 
@@ -157,18 +159,4 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	if next, _, _ := controller.BuildOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
-}
-
-// resealed is s, edited by hand, sealed again and encoded, as a hand-written snapshot file
-// (or a newer controller) could present it.
-func resealed(t *testing.T, s *snapshot.Snapshot) []byte {
-	t.Helper()
-	if err := s.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 )
 
 // Class: memory a client controls (issue 13, item 8). The deny cache and LocalCap kept the
@@ -39,11 +40,11 @@ func hugeID(i int) string { return fmt.Sprintf("%06d", i) + strings.Repeat("k", 
 // decideAll checks one request per caller against policy name and reports the heap kept.
 func decideAll(t *testing.T, r *rig, name string, times int) int64 {
 	t.Helper()
-	e := r.store.Current().Policy(name)
+	e := r.store.Current().Rule(name)
 	before := liveHeap()
 	for i := range callers {
 		for range times {
-			r.engine.Decide(context.Background(), sidecar.FrontCheck, e, sidecar.Check{Identity: hugeID(i), HasIdentity: true, Cost: 1})
+			r.engine.Decide(context.Background(), httpcheck.FrontName, e, engine.Check{Identity: hugeID(i), HasIdentity: true, Cost: 1})
 		}
 	}
 	kept := liveHeap() - before

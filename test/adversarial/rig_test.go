@@ -17,7 +17,10 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
@@ -32,11 +35,11 @@ type rig struct {
 	redis     *redistest.Server
 	rdb       *redis.Client
 	redisAddr string
-	store     *sidecar.Store
-	engine    *sidecar.Engine
+	store     *engine.Store
+	engine    *engine.Engine
 	proxy     *httptest.Server
 	check     *httptest.Server
-	envoy     *sidecar.EnvoyServer
+	envoy     *envoyrls.Service
 	upstream  *recorder
 }
 
@@ -95,8 +98,9 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 		t.Fatal(err)
 	}
 	t.Cleanup(lim.Close)
-	r := &rig{t: t, redisAddr: redisAddr, store: &sidecar.Store{Namespace: ns}, upstream: &recorder{}}
-	r.engine = &sidecar.Engine{Store: r.store, Limiter: lim}
+	r := &rig{t: t, redisAddr: redisAddr, store: &engine.Store{Namespace: ns}, upstream: &recorder{}}
+	r.engine = &engine.Engine{Store: r.store}
+	r.engine.SetLimiter(lim)
 	r.load(policies...)
 	up := httptest.NewServer(r.upstream)
 	t.Cleanup(up.Close)
@@ -104,9 +108,9 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.proxy = serve(t, httpserver.NewStreaming(sidecar.NewProxy(r.engine, u, logr.Discard()), limits))
-	r.check = serve(t, httpserver.New(&sidecar.CheckHandler{Engine: r.engine}, limits))
-	r.envoy = &sidecar.EnvoyServer{Engine: r.engine}
+	r.proxy = serve(t, httpserver.NewStreaming(proxy.New(r.engine, u, logr.Discard()), limits))
+	r.check = serve(t, httpserver.New(&httpcheck.Handler{Engine: r.engine}, limits))
+	r.envoy = &envoyrls.Service{Engine: r.engine}
 	return r
 }
 

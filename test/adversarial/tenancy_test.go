@@ -8,7 +8,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
 )
 
@@ -33,11 +34,11 @@ func TestTenantCannotNameAnotherNamespacesKeys(t *testing.T) {
 	// A snapshot forged for the attacker's sidecar, naming victim's keys.
 	s := snapshottest.Build(t, "attacker", "127.0.0.1:6379", newPolicy("payments", v1alpha1.AlgorithmFixedWindow, 1, 8760*time.Hour))
 	s.Policies[0].StateKey = "{rl:victim/payments:${identity}}:${limit}"
-	store := &sidecar.Store{Namespace: "attacker"}
-	if err := store.Load(resealed(t, s), "forged"); err != nil {
+	store := &engine.Store{Namespace: "attacker"}
+	if err := store.Load(sidecartest.Reseal(t, s), "forged"); err != nil {
 		t.Fatal(err)
 	}
-	if set := store.Current(); set.Policy("payments") != nil || set.Refused() != 1 {
+	if set := store.Current(); set.Rule("payments") != nil || set.Refused() != 1 {
 		t.Fatalf("the attacker's sidecar loaded an entry naming victim's keys")
 	}
 }

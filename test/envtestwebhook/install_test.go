@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/source"
 	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
 )
 
@@ -579,7 +579,7 @@ func checkSidecarDenied(t *testing.T, cs kubernetes.Interface, ns string) {
 // recordingSink records what a snapshot source loads.
 type recordingSink struct{ loads chan string }
 
-// Load implements sidecar.Sink.
+// Load implements source.Sink.
 func (s *recordingSink) Load(data []byte, _ string) error {
 	s.loads <- string(data)
 	return nil
@@ -592,7 +592,7 @@ func checkWatchSource(t *testing.T, e *kubetest.Env, cs kubernetes.Interface, sn
 	sink := &recordingSink{loads: make(chan string, 16)}
 	var mu sync.Mutex
 	var errs []error
-	src := &sidecar.WatchSource{Client: cs, Namespace: snap.Namespace, Sink: sink, Log: logr.Discard(),
+	src := &source.ConfigMap{Client: cs, Namespace: snap.Namespace, Sink: sink, Log: logr.Discard(),
 		OnError: func(err error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 )
@@ -69,7 +69,7 @@ func printHeader(p func(string, ...any), c config, rep *report) {
 		"ceiling: redis-benchmark -c 50 -P 16, %d EVALSHA per run; limiter %s; gRPC front: %d client connections of the %s client, %d stream workers, pipelining on, "+
 		"the sidecar's GC target (--gc-percent %d) while it serves.\n\n",
 		c.callers, c.identities, requestsPerSecond, medianOf(c), warmup(c), c.benchCalls,
-		pipelineWorkers(c), c.conns, c.client, c.streamWorkers, sidecar.DefaultGCPercent)
+		pipelineWorkers(c), c.conns, c.client, c.streamWorkers, app.DefaultGCPercent)
 	if c.wideCallers > 0 {
 		p("The limiter runs twice: with %d callers, and with %d. Each caller waits for its answer before sending again, so "+
 			"%d callers can never exceed %d / round trip (Little's law), while redis-benchmark keeps 50 × 16 = 800 calls in flight: "+

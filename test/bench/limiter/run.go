@@ -14,7 +14,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
@@ -118,7 +118,7 @@ func measureStandalone(ctx context.Context, c config, rep *report) (err error) {
 	rep.rows = []*row{{name: "baseline (HMGET+HMSET+PEXPIRE)"}}
 	for _, a := range algorithms {
 		rep.rows = append(rep.rows, &row{name: string(a.alg), alg: limiter.Algorithm(a.alg),
-			policy: store.Current().Policy(a.name).Policy, route: "/" + a.name})
+			policy: store.Current().Rule(a.name).Policy, route: "/" + a.name})
 	}
 	// Repetitions go round all rows, so that a burst of other load on a shared machine
 	// lands on one run of several rows rather than on every run of one.
@@ -141,7 +141,7 @@ func measureStandalone(ctx context.Context, c config, rep *report) (err error) {
 
 // measureRun adds one run of every throughput cell of r: the redis-benchmark ceiling (and
 // Redis µs per call), the pipelined limiter and the gRPC front.
-func measureRun(ctx context.Context, c config, rdb *redis.Client, port int, store *sidecar.Store, r *row) error {
+func measureRun(ctx context.Context, c config, rdb *redis.Client, port int, store *engine.Store, r *row) error {
 	ceil, err := benchredis.Benchmark(ctx, rdb, port, ceilingSpec(c, r))
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func redisCPU(rdb redis.UniversalClient) func(context.Context) (time.Duration, e
 }
 
 // measureGRPC drives the sidecar's gRPC front (pipelining on) on route.
-func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *sidecar.Store, route string) (load.Stats, error) {
+func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *engine.Store, route string) (load.Stats, error) {
 	if err := flushAll(ctx, rdb); err != nil {
 		return load.Stats{}, err
 	}

@@ -2,7 +2,7 @@
 // markdown tables: the front in depth, beside the one-table `make bench`
 // (test/bench/limiter), which measures it per algorithm. It starts a redis-server on
 // loopback, loads a snapshot with one TokenBucket policy (Descriptor identity), serves the
-// EnvoyServer on a loopback gRPC listener in this process (test/bench/internal/rls), and
+// envoyrls.Service on a loopback gRPC listener in this process (test/bench/internal/rls), and
 // drives it with concurrent real gRPC clients over many identities, with limits high enough
 // that almost every request is admitted.
 //
@@ -36,7 +36,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
@@ -177,7 +177,7 @@ func run(ctx context.Context, c config) (_ *report, err error) {
 		return nil, err
 	}
 	rep := &report{}
-	if rep.ceiling, err = ceiling(ctx, rdb, srv.Port(), c, store.Current().Policy("api").Policy); err != nil {
+	if rep.ceiling, err = ceiling(ctx, rdb, srv.Port(), c, store.Current().Rule("api").Policy); err != nil {
 		return nil, err
 	}
 	for _, piped := range modes {
@@ -219,7 +219,7 @@ func redisCPU(rdb *redis.Client) func(context.Context) (time.Duration, error) {
 	return func(ctx context.Context) (time.Duration, error) { return benchredis.CPU(ctx, rdb) }
 }
 
-func measureRow(ctx context.Context, c config, rdb *redis.Client, store *sidecar.Store, piped bool) (row, error) {
+func measureRow(ctx context.Context, c config, rdb *redis.Client, store *engine.Store, piped bool) (row, error) {
 	r := row{name: "pipelining off"}
 	if piped {
 		r.name = "pipelining on"
@@ -242,7 +242,7 @@ func measureRow(ctx context.Context, c config, rdb *redis.Client, store *sidecar
 
 // measureHot spends the hot identity's limit, then has every caller ask for it while
 // counting the EVALSHA calls Redis executes.
-func measureHot(ctx context.Context, c config, rdb *redis.Client, store *sidecar.Store) (*hotResult, error) {
+func measureHot(ctx context.Context, c config, rdb *redis.Client, store *engine.Store) (*hotResult, error) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("flushall: %w", err)
 	}

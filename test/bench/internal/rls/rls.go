@@ -1,6 +1,6 @@
-// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar.EnvoyServer) in
+// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar/envoyrls.Service) in
 // this process: it compiles RateLimitPolicies into a snapshot as the controller does, loads it
-// into a sidecar Store, serves the EnvoyServer on a loopback gRPC listener with a limiter on
+// into a sidecar Store, serves the envoyrls.Service on a loopback gRPC listener with a limiter on
 // a given Redis client, and sends ShouldRateLimit calls over real HTTP/2 connections: from the
 // lean client of test/bench/internal/h2grpc (the default, standing in for Envoy) or from
 // grpc-go's generated client.
@@ -30,7 +30,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/h2grpc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
@@ -76,7 +78,7 @@ func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
 
 // NewStore compiles ps into one sealed snapshot (as the controller publishes it) and loads
 // it into a sidecar Store.
-func NewStore(ps ...Policy) (*sidecar.Store, error) {
+func NewStore(ps ...Policy) (*engine.Store, error) {
 	s := &snapshot.Snapshot{Namespace: Namespace,
 		Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}}}
 	scripts := map[string]snapshot.Script{}
@@ -100,7 +102,7 @@ func NewStore(ps ...Policy) (*sidecar.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal snapshot: %w", err)
 	}
-	store := &sidecar.Store{Namespace: Namespace, Log: logr.Discard()}
+	store := &engine.Store{Namespace: Namespace, Log: logr.Discard()}
 	if err := store.Load(data, "bench"); err != nil {
 		return nil, fmt.Errorf("load snapshot: %w", err)
 	}
@@ -127,7 +129,7 @@ type Config struct {
 	StreamWorkers int
 }
 
-// Sidecar is an EnvoyServer on a loopback gRPC listener, with its clients.
+// Sidecar is an envoyrls.Service on a loopback gRPC listener, with its clients.
 type Sidecar struct {
 	gcPrev  int // the GC target before Start, restored by Stop
 	limiter *limiter.Limiter
@@ -138,9 +140,9 @@ type Sidecar struct {
 	lean    []*h2grpc.Conn
 }
 
-// Start serves store's snapshot through an EnvoyServer whose limiter (built with opts) asks
+// Start serves store's snapshot through an envoyrls.Service whose limiter (built with opts) asks
 // rdb. Stop it when done; rdb stays the caller's.
-func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limiter.Options) (*Sidecar, error) {
+func Start(c Config, rdb redis.UniversalClient, store *engine.Store, opts limiter.Options) (*Sidecar, error) {
 	lim, err := limiter.New(rdb, opts)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
@@ -156,9 +158,10 @@ func Start(c Config, rdb redis.UniversalClient, store *sidecar.Store, opts limit
 		sopts = append(sopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers)))
 	}
 	// The process runs with the sidecar binary's GC target (--gc-percent) while it serves.
-	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: sidecar.SetGCPercent(sidecar.DefaultGCPercent)}
-	engine := &sidecar.Engine{Store: store, Limiter: lim, Metrics: sidecar.NewMetrics(prometheus.NewRegistry())}
-	(&sidecar.EnvoyServer{Engine: engine, Log: logr.Discard()}).Register(s.grpc)
+	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: app.SetGCPercent(app.DefaultGCPercent)}
+	eng := &engine.Engine{Store: store, Metrics: engine.NewMetrics(prometheus.NewRegistry())}
+	eng.SetLimiter(lim)
+	(&envoyrls.Service{Engine: eng, Log: logr.Discard()}).Register(s.grpc)
 	go func() { _ = s.grpc.Serve(lis) }()
 	s.addr = lis.Addr().String()
 	if err := s.dial(c); err != nil {

@@ -1,0 +1,13 @@
+// Package engine is the sidecar's core, shared by every front: it holds the snapshot in
+// force (Store, Set), matches a request to the policies that govern it (Rule), reads the
+// caller's identity, the cost and the request id, and decides through the limiter (Engine),
+// recording metrics on the way.
+//
+// A Rule is one published policy (snapshot.Entry) compiled for the hot path: the limiter's
+// compiled policy (limiter.Policy) bound to its matcher, identity sources and cost.
+//
+// The engine knows no front's wire format. A front turns its request into what the engine
+// reads (an HTTPRequest for whole HTTP requests, DescriptorEntry lists for Envoy
+// descriptors, or a Check built from its own fields), asks Decide or DecideAll, and writes
+// the Outcomes in its own form.
+package engine

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Engine decides checks for every front: identity rules, shadow mode and metrics around the
+// limiter. Safe for concurrent use.
+type Engine struct {
+	// Store holds the snapshot in force.
+	Store *Store
+	// Metrics, when set, records every decision.
+	Metrics *Metrics
+
+	// lim asks Redis (and applies each policy's failure mode); nil until SetLimiter.
+	lim atomic.Pointer[limiter.Limiter]
+}
+
+// ErrNoRedisYet is the error of decisions made before the Redis client exists: the fronts
+// serve as soon as the snapshot is known, Redis only once the snapshot names it.
+var ErrNoRedisYet = errors.New("no redis client yet: waiting for a snapshot naming redis")
+
+// SetLimiter installs the limiter that asks Redis. It is the one way to give the engine a
+// limiter: the fronts may serve before Redis is known (the first snapshot names it), and
+// until then every decision is ErrNoRedisYet's failure mode.
+func (g *Engine) SetLimiter(l *limiter.Limiter) { g.lim.Store(l) }
+
+func (g *Engine) limiter() *limiter.Limiter { return g.lim.Load() }
+
+// Check is one request against one policy.
+type Check struct {
+	// Identity is the caller's identity, when HasIdentity.
+	Identity string
+	// HasIdentity is false when no identity source yielded a value.
+	HasIdentity bool
+	// Cost is the weight; already validated against the policy.
+	Cost int64
+	// RequestID makes the check idempotent when the policy has idempotency.
+	RequestID string
+	// Fingerprint describes the request a RequestID stands for (method, host, path and
+	// query on HTTP; domain and descriptor entries on Envoy): a seen id replays only for
+	// the same request.
+	Fingerprint string
+}
+
+// Outcome is a policy's answer to one request.
+type Outcome struct {
+	// Rule is the policy.
+	Rule *Rule
+	// Decision is the limiter's answer (zero when Skipped or Rejected).
+	Decision limiter.Decision
+	// Allowed is the final answer: the decision, or true for shadow policies and Skipped.
+	Allowed bool
+	// Shadowed is true when the limiter denied but the policy is in shadow mode.
+	Shadowed bool
+	// Skipped is true when the request had no identity and the policy counts none (Skip).
+	Skipped bool
+	// Rejected is true when the request had no identity and the policy rejects it (Reject).
+	Rejected bool
+}
+
+// Result names the outcome for metrics and logs.
+func (o *Outcome) Result() string {
+	switch {
+	case o.Skipped:
+		return "skipped"
+	case o.Rejected:
+		return "rejected"
+	case o.Shadowed:
+		return "shadow_denied"
+	case o.Allowed:
+		return "allowed"
+	}
+	return "denied"
+}
+
+// Decide checks one request against one policy. front names the front asking, for metrics.
+func (g *Engine) Decide(ctx context.Context, front string, r *Rule, c Check) Outcome {
+	start := time.Now()
+	o := g.decide(ctx, r, c)
+	g.Metrics.decided(front, &o, time.Since(start))
+	return o
+}
+
+func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
+	o := Outcome{Rule: r}
+	if !c.HasIdentity {
+		switch r.Spec.Identity.OnMissing {
+		case v1alpha1.MissingIdentitySkip:
+			o.Skipped, o.Allowed = true, true
+			return o
+		case v1alpha1.MissingIdentityReject:
+			o.Rejected = true
+			return o
+		}
+		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
+	}
+	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
+	if lim := g.limiter(); lim != nil {
+		o.Decision = lim.Check(ctx, r.Policy, req)
+	} else {
+		o.Decision = r.Policy.WithoutRedis(req, ErrNoRedisYet)
+	}
+	o.Allowed = o.Decision.Allowed
+	if !o.Allowed && r.Spec.Shadow {
+		o.Allowed, o.Shadowed = true, true
+	}
+	return o
+}
+
+// DecideAll checks a request against rules in order, checks[i] against rules[i], and stops
+// at the first denial, so a denied request is not debited from the rules after it. The
+// outcomes are those checked.
+func (g *Engine) DecideAll(ctx context.Context, front string, rules []*Rule, checks []Check) []Outcome {
+	out := make([]Outcome, 0, len(rules))
+	for i, r := range rules {
+		o := g.Decide(ctx, front, r, checks[i])
+		out = append(out, o)
+		if !o.Allowed {
+			break
+		}
+	}
+	return out
+}
+
+// Denial is the outcome that denied the request, or nil when it is allowed.
+func Denial(outs []Outcome) *Outcome {
+	for i := range outs {
+		if !outs[i].Allowed {
+			return &outs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+)
+
+// maxJWTBytes bounds the bearer tokens decoded for a claim. Other values need no bound here:
+// the key layer hashes long values itself.
+const maxJWTBytes = 16 << 10
+
+// HTTPIdentity reads the caller's identity for r from an HTTP request: the first source that
+// yields a non-empty value. ok is false when none does. peer is the connection's remote
+// address (host:port or host). A header source sent on several field lines is an error
+// (ErrRepeatedHeader).
+func (r *Rule) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err error) {
+	for i, s := range r.Spec.Identity.Sources {
+		v, err := httpSource(s, h, peer)
+		if err != nil {
+			return "", false, err
+		}
+		if v != "" {
+			return r.sourced(i, v), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// descriptorIdentity reads the caller's identity for r from an Envoy descriptor.
+func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
+	for i, s := range r.Spec.Identity.Sources {
+		if v := descriptorSource(s, entries); v != "" {
+			return r.sourced(i, v), true
+		}
+	}
+	return "", false
+}
+
+// sourced is the identity of value v read from source i. With several sources each one's
+// identities are kept apart by the source's position ("1=10.0.0.5"): otherwise a caller
+// whose API key is another caller's address (or a Fixed fallback's value) would spend that
+// caller's quota. A policy with one source keeps the bare value.
+func (r *Rule) sourced(i int, v string) string {
+	if len(r.Spec.Identity.Sources) < 2 {
+		return v
+	}
+	return strconv.Itoa(i) + "=" + v
+}
+
+func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) (string, error) {
+	switch s.Type {
+	case v1alpha1.IdentityHeader:
+		if s.Header != nil {
+			v, _, err := readHeader(h, s.Header.Name)
+			return v, err
+		}
+	case v1alpha1.IdentityClientIP:
+		return clientIP(s.ClientIP, h, peer), nil
+	case v1alpha1.IdentityJWTClaim:
+		if s.JWTClaim != nil {
+			v, _, err := readHeader(h, headerOr(s.JWTClaim.Header, "Authorization"))
+			return jwtClaim(v, s.JWTClaim.Claim), err
+		}
+	case v1alpha1.IdentityFixed:
+		if s.Fixed != nil {
+			return s.Fixed.Value, nil
+		}
+	}
+	return "", nil
+}
+
+func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) string {
+	switch s.Type {
+	case v1alpha1.IdentityDescriptor:
+		if s.Descriptor != nil {
+			for _, e := range entries {
+				if e.Key == s.Descriptor.Key {
+					return e.Value
+				}
+			}
+		}
+	case v1alpha1.IdentityFixed:
+		if s.Fixed != nil {
+			return s.Fixed.Value
+		}
+	}
+	return ""
+}
+
+// clientIP is the client address, masked to the configured prefix. With trustedProxies n > 0
+// it is the address n hops from the right of X-Forwarded-For, which the first of the n
+// trusted proxies appended. A shorter chain did not come through all of them, so its
+// leftmost entries are the caller's own writing: the peer address is used instead, as it is
+// when that hop is not an address. Without trusted proxies it is the peer address, which a
+// client cannot spoof.
+func clientIP(c *v1alpha1.ClientIPSource, h http.Header, peer string) string {
+	addr, ok := parseHop(peer)
+	if c != nil && c.TrustedProxies > 0 {
+		if hops := forwardedFor(h); len(hops) >= int(c.TrustedProxies) {
+			if a, hopOK := parseHop(hops[len(hops)-int(c.TrustedProxies)]); hopOK {
+				addr, ok = a, true
+			}
+		}
+	}
+	if !ok {
+		return ""
+	}
+	return maskAddr(addr.Unmap().WithZone(""), c).String()
+}
+
+// parseHop reads an address written as "a.b.c.d", "v6", "[v6]" or either with a ":port" (some
+// proxies append the port to X-Forwarded-For).
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, true
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return a, err == nil
+}
+
+func maskAddr(a netip.Addr, c *v1alpha1.ClientIPSource) netip.Addr {
+	bits := a.BitLen()
+	if c != nil {
+		if a.Is4() && c.IPv4PrefixLength > 0 {
+			bits = int(c.IPv4PrefixLength)
+		} else if a.Is6() && c.IPv6PrefixLength > 0 {
+			bits = int(c.IPv6PrefixLength)
+		}
+	}
+	p, err := a.Prefix(min(bits, a.BitLen()))
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
+// forwardedFor lists X-Forwarded-For hops, left to right, across repeated headers.
+func forwardedFor(h http.Header) []string {
+	var hops []string
+	for _, v := range h.Values("X-Forwarded-For") {
+		for _, hop := range strings.Split(v, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				hops = append(hops, hop)
+			}
+		}
+	}
+	return hops
+}
+
+// jwtClaim decodes (without verifying: the gateway in front verified it) the payload of a
+// "Bearer <jwt>" value and returns a string or number claim; dots walk nested objects.
+func jwtClaim(authz, claim string) string {
+	token, ok := bearerToken(authz)
+	if !ok || len(token) > maxJWTBytes {
+		return ""
+	}
+	parts := strings.Split(strings.TrimSpace(token), ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return ""
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber() // a numeric id keeps every digit
+	if dec.Decode(&v) != nil {
+		return ""
+	}
+	for _, k := range strings.Split(claim, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[k]
+	}
+	return scalar(v)
+}
+
+// bearerToken is the token of a "Bearer <token>" credential. The scheme is compared
+// case-insensitively (RFC 9110 section 11.1) and any run of spaces or tabs may separate it
+// from the token: servers accept "bearer x" and "Bearer  x" alike, and reading no identity
+// where the upstream reads one would let onMissing (Skip: not counted) decide instead.
+func bearerToken(authz string) (string, bool) {
+	i := strings.IndexAny(authz, " \t")
+	if i < 0 || !strings.EqualFold(authz[:i], "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(authz[i:], " \t"), true
+}
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return ""
+}
+
+func headerOr(h, def string) string {
+	if h == "" {
+		return def
+	}
+	return h
+}

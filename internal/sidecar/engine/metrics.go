@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// Metrics are the sidecar's Prometheus series. A nil *Metrics records nothing.
+type Metrics struct {
+	decisions     *prometheus.CounterVec
+	checkSeconds  *prometheus.HistogramVec
+	redisErrors   *prometheus.CounterVec
+	withoutRedis  *prometheus.CounterVec
+	denyCacheHits *prometheus.CounterVec
+	snapshotInfo  *prometheus.GaugeVec
+	snapshotLoads *prometheus.CounterVec
+	snapshotTime  prometheus.Gauge
+	policies      prometheus.Gauge
+	refused       prometheus.Gauge
+	// pipelined is the engine whose limiter's pipelines are exported (CountPipelines).
+	pipelined atomic.Pointer[Engine]
+}
+
+// NewMetrics creates the series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_total",
+			Help: "Decisions by front, policy, result (allowed, denied, shadow_denied, skipped, rejected) and source."},
+			[]string{"front", "policy", "result", "source"}),
+		checkSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_sidecar_check_duration_seconds",
+			Help:    "Time to decide one policy check, by source (Redis is the script round trip including pipelining).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}},
+			[]string{"source"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_errors_total",
+			Help: "Checks Redis did not answer (error, timeout or open circuit), by policy."}, []string{"policy"}),
+		withoutRedis: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_without_redis_total",
+			Help: "Decisions made by a failure mode because Redis could not be asked, by failure mode and result."},
+			[]string{"failure_mode", "result"}),
+		denyCacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_deny_cache_hits_total",
+			Help: "Denials answered by the local deny cache without asking Redis, by policy."}, []string{"policy"}),
+		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
+			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
+		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
+			Help: "Snapshot documents handed to the sidecar, by result (loaded, refused)."}, []string{"result"}),
+		snapshotTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_last_loaded_timestamp_seconds",
+			Help: "Unix time of the last good snapshot load."}),
+		policies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_policies",
+			Help: "Policies in the snapshot in force."}),
+		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_policies_refused",
+			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
+	}
+	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits,
+		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
+			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
+			m.pipelineStat(func(pipelines, _ uint64) uint64 { return pipelines })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelined_checks_total",
+			Help: "Checks the limiter sent to Redis in pipelines."},
+			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
+	m.registerErrorKinds(reg)
+	return m
+}
+
+// errorKinds are the labels of ratelimit_sidecar_redis_check_errors_total and where each
+// count comes from.
+var errorKinds = []struct {
+	kind  string
+	count func(limiter.ErrorStats) uint64
+}{
+	{"node", func(s limiter.ErrorStats) uint64 { return s.Node }},
+	{"topology", func(s limiter.ErrorStats) uint64 { return s.Topology }},
+	{"call", func(s limiter.ErrorStats) uint64 { return s.Call }},
+	{"local", func(s limiter.ErrorStats) uint64 { return s.Local }},
+	{"circuit_open", func(s limiter.ErrorStats) uint64 { return s.CircuitOpen }},
+}
+
+// registerErrorKinds exports the limiter's ErrorStats: checks Redis did not decide, by why.
+// "call" errors (CROSSSLOT, NOPERM, script errors) are one policy's fault and never open a
+// node's breaker; "node" errors do.
+func (m *Metrics) registerErrorKinds(reg prometheus.Registerer) {
+	for _, k := range errorKinds {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_check_errors_total",
+			Help:        "Checks Redis did not decide, by kind: node (no answer in time, or a node that serves no one), topology (a stale slot map), call (the call's or its policy's own fault: CROSSSLOT, NOPERM, script errors), local (queue full, caller gone), circuit_open.",
+			ConstLabels: prometheus.Labels{"kind": k.kind}},
+			func() float64 {
+				if e := m.pipelined.Load(); e != nil {
+					if l := e.limiter(); l != nil {
+						return float64(k.count(l.ErrorStats()))
+					}
+				}
+				return 0
+			}))
+	}
+}
+
+// CountPipelines exports the pipelines of e's limiter (once it has one; it is set once).
+func (m *Metrics) CountPipelines(e *Engine) { m.pipelined.Store(e) }
+
+func (m *Metrics) pipelineStat(pick func(pipelines, checks uint64) uint64) func() float64 {
+	return func() float64 {
+		if e := m.pipelined.Load(); e != nil {
+			if l := e.limiter(); l != nil {
+				return float64(pick(l.PipelineStats()))
+			}
+		}
+		return 0
+	}
+}
+
+// decided records one policy check.
+func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
+	if m == nil {
+		return
+	}
+	d := &o.Decision
+	source := string(d.Source)
+	if o.Skipped || o.Rejected {
+		source = "none"
+	}
+	m.decisions.WithLabelValues(front, o.Rule.Name(), o.Result(), source).Inc()
+	if o.Skipped || o.Rejected {
+		return
+	}
+	m.checkSeconds.WithLabelValues(source).Observe(took.Seconds())
+	switch {
+	case d.Source == limiter.SourceDenyCache:
+		m.denyCacheHits.WithLabelValues(o.Rule.Name()).Inc()
+	case d.WithoutRedis():
+		m.redisErrors.WithLabelValues(o.Rule.Name()).Inc()
+		m.withoutRedis.WithLabelValues(o.Rule.Spec.FailureMode, o.Result()).Inc()
+	}
+}
+
+func (m *Metrics) snapshotLoaded(s *Set) {
+	if m == nil {
+		return
+	}
+	m.snapshotInfo.Reset()
+	m.snapshotInfo.WithLabelValues(s.Namespace, s.Version).Set(1)
+	m.snapshotLoads.WithLabelValues("loaded").Inc()
+	m.snapshotTime.SetToCurrentTime()
+	m.policies.Set(float64(len(s.Rules)))
+	m.refused.Set(float64(s.refused))
+}
+
+func (m *Metrics) snapshotRefused() {
+	if m == nil {
+		return
+	}
+	m.snapshotLoads.WithLabelValues("refused").Inc()
+}

@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+)
+
+// TestPipelineMetrics exports what the limiter's pipelines carried: every check of 32
+// concurrent callers, in fewer round trips than checks.
+func TestPipelineMetrics(t *testing.T) {
+	rig := sidecartest.Start(t, limiter.Options{Pipelining: true}, sidecartest.Policy("orders", 1000000))
+	e := rig.Store.Current().Rule("orders")
+	const callers, each = 32, 20
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				c := engine.Check{Identity: fmt.Sprintf("k%d-%d", g, i), HasIdentity: true, Cost: 1}
+				if o := rig.Engine.Decide(t.Context(), "test", e, c); !o.Decision.Allowed || o.Decision.WithoutRedis() {
+					t.Errorf("check %d/%d: %+v, want admitted by Redis", g, i, o.Decision)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checks := counter(t, rig.Reg, "ratelimit_sidecar_redis_pipelined_checks_total")
+	pipelines := counter(t, rig.Reg, "ratelimit_sidecar_redis_pipelines_total")
+	if checks != callers*each || pipelines < 1 || pipelines > checks {
+		t.Errorf("%v checks in %v pipelines; want %d checks in at least one and at most as many pipelines", checks, pipelines, callers*each)
+	}
+}
+
+// counter is the value of the unlabelled counter name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
+// TestRedisErrorKindMetrics exports why Redis did not decide: a check whose keys its Redis
+// user may not touch (NOPERM, the policy's own fault) is counted as kind "call", and never
+// as a node fault.
+func TestRedisErrorKindMetrics(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client()
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "fenced", "on", ">pw", "~{elsewhere:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := srv.Options()
+	o.ContextTimeoutEnabled, o.Username, o.Password = true, "fenced", "pw"
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	rig := sidecartest.StartOn(t, srv, rdb, limiter.Options{}, sidecartest.Policy("orders", 10))
+	e := rig.Store.Current().Rule("orders")
+	for i := range 8 {
+		if o := rig.Engine.Decide(t.Context(), "test", e, engine.Check{Identity: "k", HasIdentity: true, Cost: 1}); !o.Decision.WithoutRedis() {
+			t.Fatalf("check %d decided by Redis; want NOPERM answered by the failure mode", i)
+		}
+	}
+	kinds := map[string]float64{}
+	mfs, err := rig.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "ratelimit_sidecar_redis_check_errors_total" {
+			for _, m := range mf.GetMetric() {
+				kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if kinds["call"] != 8 || kinds["node"] != 0 || kinds["circuit_open"] != 0 {
+		t.Errorf("ratelimit_sidecar_redis_check_errors_total by kind %v: want call 8, node 0, circuit_open 0", kinds)
+	}
+}

@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// Rule is one policy of a loaded snapshot, compiled for the hot path: the limiter's compiled
+// policy bound to the policy's matcher, identity sources and cost. Immutable.
+type Rule struct {
+	// Spec is the policy as published.
+	Spec snapshot.Entry
+	// Policy is the limiter's compiled form.
+	Policy *limiter.Policy
+	// hosts are the lower-cased Host patterns of each HTTP match entry, parallel to Spec.Match.HTTP.
+	hosts [][]string
+	// prefixes are the compiled path prefixes of each HTTP match entry, parallel to Spec.Match.HTTP.
+	prefixes [][]httppath.Prefix
+	// fingerprint identifies Spec, so a reload can reuse an unchanged rule (and its local cap).
+	fingerprint string
+}
+
+// Name is the policy's name.
+func (r *Rule) Name() string { return r.Spec.Name }
+
+func newRule(namespace string, p snapshot.Entry) (*Rule, error) {
+	compiled, err := p.Compile(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	r := &Rule{Spec: p, Policy: compiled, fingerprint: fingerprint(p)}
+	for _, m := range p.Match.HTTP {
+		r.hosts = append(r.hosts, lowerAll(m.Hosts))
+		r.prefixes = append(r.prefixes, compilePrefixes(m.PathPrefixes))
+	}
+	return r, nil
+}

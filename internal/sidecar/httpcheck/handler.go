@@ -1,0 +1,166 @@
+// Package httpcheck is the sidecar's HTTP JSON check API: POST /v1/check names a policy and
+// states the caller's identity, cost and request id; the answer is the engine's decision,
+// 200 when allowed and 429 when denied, with the RateLimit headers. Errors are a
+// jsonreply.ErrorBody naming the field at fault.
+package httpcheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+)
+
+// FrontName names the check API in metrics and logs.
+const FrontName = "check"
+
+// Path is where the check API is served.
+const Path = "/v1/check"
+
+// maxCheckBody bounds a check request body.
+const maxCheckBody = 64 << 10
+
+// Request is the body of POST /v1/check.
+type Request struct {
+	// Policy names a policy of the sidecar's namespace.
+	Policy string `json:"policy"`
+	// Identity is the caller's identity; empty means none (the policy's onMissing applies).
+	Identity string `json:"identity,omitempty"`
+	// Cost is the weight; 0 means the policy's default.
+	Cost int64 `json:"cost,omitempty"`
+	// RequestID makes the check idempotent when the policy has idempotency.
+	RequestID string `json:"requestId,omitempty"`
+	// Fingerprint describes the request RequestID stands for, for example its method and
+	// path: a seen request id replays its first decision only for the same policy,
+	// identity, cost and fingerprint, and counts as a new request otherwise.
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// Response is the answer: HTTP 200 when allowed, 429 when denied.
+type Response struct {
+	// Policy is the policy checked.
+	Policy string `json:"policy"`
+	// Allowed is the final answer (shadow policies always allow).
+	Allowed bool `json:"allowed"`
+	// Result is allowed, denied, shadow_denied, skipped or rejected.
+	Result string `json:"result"`
+	// Limit names the reported limit: the tightest, or the denying one.
+	Limit string `json:"limit,omitempty"`
+	// Quota is that limit's size.
+	Quota int64 `json:"quota"`
+	// Remaining is what is left of it.
+	Remaining int64 `json:"remaining"`
+	// RetryAfterMs is how long to wait when denied; -1 means never.
+	RetryAfterMs int64 `json:"retryAfterMs"`
+	// ResetAfterMs is when the limit is full again.
+	ResetAfterMs int64 `json:"resetAfterMs"`
+	// Replayed is true when the request id had been seen: the first decision, no debit.
+	Replayed bool `json:"replayed,omitempty"`
+	// Source says who decided: Redis, DenyCache, FailOpen, FailClosed or LocalCap.
+	Source string `json:"source,omitempty"`
+	// SnapshotVersion is the snapshot the decision was made on.
+	SnapshotVersion string `json:"snapshotVersion"`
+}
+
+// Handler serves POST /v1/check.
+type Handler struct {
+	// Engine decides.
+	Engine *engine.Engine
+}
+
+// NewServer is the check API's server over e, served at Path, with the listener limits.
+func NewServer(e *engine.Engine, limits httpserver.Limits) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle(Path, &Handler{Engine: e})
+	return httpserver.New(mux, limits)
+}
+
+// ServeHTTP answers one check.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	req, status, err := readRequest(r.Body)
+	if err != nil {
+		jsonreply.Error(w, status, err.Error())
+		return
+	}
+	set := h.Engine.Store.Current()
+	if set == nil {
+		jsonreply.Error(w, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
+		return
+	}
+	rule := set.Rule(req.Policy)
+	if rule == nil {
+		jsonreply.Error(w, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", req.Policy, set.Namespace))
+		return
+	}
+	cost, err := rule.StatedCost(req.Cost)
+	if err != nil {
+		jsonreply.Error(w, http.StatusBadRequest, "cost: "+err.Error())
+		return
+	}
+	o := h.Engine.Decide(r.Context(), FrontName, rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "",
+		Cost: cost, RequestID: req.RequestID, Fingerprint: req.Fingerprint})
+	ratelimitheaders.Set(w.Header(), ratelimitheaders.For([]engine.Outcome{o}))
+	status = http.StatusOK
+	if !o.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	jsonreply.Write(w, status, response(&o, set.Version))
+}
+
+// readRequest decodes a body: JSON, one object, known fields only, a policy named.
+func readRequest(body io.Reader) (Request, int, error) {
+	var req Request
+	data, err := io.ReadAll(io.LimitReader(body, maxCheckBody+1))
+	if err != nil {
+		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+	}
+	if len(data) > maxCheckBody {
+		return req, http.StatusRequestEntityTooLarge, fmt.Errorf("body is larger than %d bytes", maxCheckBody)
+	}
+	if err := Decode(data, &req); err != nil {
+		return req, http.StatusBadRequest, err
+	}
+	return req, 0, nil
+}
+
+// Decode decodes and checks a check request body.
+func Decode(data []byte, req *Request) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("body is not a check request: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body has data after the JSON object")
+	}
+	if req.Policy == "" {
+		return errors.New("policy: required")
+	}
+	if req.Cost < 0 {
+		return fmt.Errorf("cost: %d is negative", req.Cost)
+	}
+	return nil
+}
+
+func response(o *engine.Outcome, version string) Response {
+	d := &o.Decision
+	resp := Response{Policy: o.Rule.Name(), Allowed: o.Allowed, Result: o.Result(), Limit: d.LimitName,
+		Quota: d.Limit, Remaining: d.Remaining, RetryAfterMs: d.RetryAfter.Milliseconds(),
+		ResetAfterMs: d.ResetAfter.Milliseconds(), Replayed: d.Replayed, Source: string(d.Source), SnapshotVersion: version}
+	if d.RetryAfter < 0 {
+		resp.RetryAfterMs = -1
+	}
+	return resp
+}

@@ -1,0 +1,145 @@
+// Package proxy is the sidecar's reverse-proxy front: it checks each request against the
+// policies its match.http selects and answers 429, or forwards it to the upstream app; both
+// answers carry the RateLimit headers.
+//
+// Paths are matched normalized (package httppath) and forwarded exactly as matched; a path
+// httppath refuses is answered 400 and never forwarded. The limiter reads the request's
+// headers as the upstream will receive them (without hop-by-hop headers), and a header it
+// reads that is sent on several field lines refuses the request (engine.ErrRepeatedHeader).
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+)
+
+// FrontName names the reverse proxy in metrics and logs.
+const FrontName = "proxy"
+
+// Handler is the reverse proxy, as the package documentation describes. Safe for
+// concurrent use.
+type Handler struct {
+	engine *engine.Engine
+	log    logr.Logger
+	rp     *httputil.ReverseProxy
+}
+
+type headersKey struct{}
+
+// New builds a proxy to upstream, deciding with e.
+func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
+	p := &Handler{engine: e, log: log}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			appendXForwarded(pr)
+			pr.Out.Host = pr.In.Host
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if fields, ok := resp.Request.Context().Value(headersKey{}).([]ratelimitheaders.Field); ok {
+				ratelimitheaders.Set(resp.Header, fields)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if httpserver.Stalled(r) {
+				log.V(1).Info("client stopped sending the request body", "method", r.Method, "path", r.URL.EscapedPath())
+				jsonreply.Error(w, http.StatusRequestTimeout, "request body: nothing arrived within the read timeout")
+				return
+			}
+			log.Error(err, "upstream request failed", "method", r.Method, "path", r.URL.EscapedPath())
+			jsonreply.Error(w, http.StatusBadGateway, "upstream unavailable")
+		},
+	}
+	return p
+}
+
+// NewServer is the reverse proxy's server: New's handler with the listener limits, streaming
+// bodies both ways.
+func NewServer(e *engine.Engine, upstream *url.URL, limits httpserver.Limits, log logr.Logger) *http.Server {
+	return httpserver.NewStreaming(New(e, upstream, log), limits)
+}
+
+// ServeHTTP checks and forwards one request.
+func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path, err := requestPath(r)
+	if err != nil {
+		jsonreply.Error(w, http.StatusBadRequest, "path: "+err.Error())
+		return
+	}
+	set := p.engine.Store.Current()
+	if set == nil {
+		jsonreply.Error(w, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
+		return
+	}
+	rules, checks, err := set.PlanHTTP(&engine.HTTPRequest{Method: r.Method, Host: r.Host, Path: path,
+		Query: r.URL.RawQuery, Header: forwardedHeader(r.Header), Peer: r.RemoteAddr})
+	if err != nil {
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	outs := p.engine.DecideAll(r.Context(), FrontName, rules, checks)
+	fields := ratelimitheaders.For(outs)
+	if d := engine.Denial(outs); d != nil {
+		p.deny(w, d, fields)
+		return
+	}
+	p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(r.Context(), headersKey{}, fields)), path))
+}
+
+// requestPath is the normalized path of r's request target as received: RequestURI, since
+// URL.Path is already decoded and URL.RawPath is dropped when Go would encode differently
+// (losing a "%2F" among other bytes).
+func requestPath(r *http.Request) (httppath.Path, error) {
+	target := r.RequestURI
+	if target == "" { // a request built in-process rather than read from a client
+		target = r.URL.RequestURI()
+	}
+	return httppath.ParseTarget(r.Method, httppath.TargetPath(target))
+}
+
+// withPath is r with its URL's path set to the normalized one, both decoded (Path) and
+// escaped (RawPath), so the upstream receives exactly the path that was matched. The query
+// is unchanged.
+func withPath(r *http.Request, path httppath.Path) *http.Request {
+	if path.String() == httppath.Asterisk {
+		return r
+	}
+	u := *r.URL
+	u.RawPath = path.String()
+	u.Path, _ = url.PathUnescape(u.RawPath) // a normalized path always decodes
+	r.URL = &u
+	return r
+}
+
+func (p *Handler) deny(w http.ResponseWriter, d *engine.Outcome, fields []ratelimitheaders.Field) {
+	ratelimitheaders.Set(w.Header(), fields)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = fmt.Fprintln(w, denyMessage(d)) // the client may be gone
+}
+
+func denyMessage(d *engine.Outcome) string {
+	switch {
+	case d.Rejected:
+		return fmt.Sprintf("rate limited: policy %s requires an identity and the request has none", d.Rule.Name())
+	case d.Decision.WithoutRedis():
+		return fmt.Sprintf("rate limited by policy %s: Redis is unavailable and its failure mode is %s", d.Rule.Name(), d.Rule.Spec.FailureMode)
+	case d.Decision.RetryAfter < 0:
+		return fmt.Sprintf("rate limited by policy %s (limit %s): the request costs more than the limit holds", d.Rule.Name(), d.Decision.LimitName)
+	}
+	return fmt.Sprintf("rate limited by policy %s (limit %s); retry after %ss", d.Rule.Name(),
+		d.Decision.LimitName, strconv.FormatInt(ratelimitheaders.Seconds(d.Decision.RetryAfter), 10))
+}

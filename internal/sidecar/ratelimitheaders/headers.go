@@ -1,0 +1,99 @@
+// Package ratelimitheaders writes the RateLimit response headers every front sends
+// (draft-ietf-httpapi-ratelimit-headers, as structured fields, and RFC 9110's Retry-After)
+// from the engine's outcomes. The HTTP fronts set them on their answers; the Envoy RLS front
+// hands them to Envoy as response_headers_to_add.
+package ratelimitheaders
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+)
+
+// Header names of draft-ietf-httpapi-ratelimit-headers (structured fields) and RFC 9110.
+const (
+	// HeaderPolicy lists the quota policies: `"name";q=<quota>;w=<window seconds>`.
+	HeaderPolicy = "RateLimit-Policy"
+	// HeaderLimit reports what is left: `"name";r=<remaining>;t=<seconds until reset>`.
+	HeaderLimit = "RateLimit"
+	// HeaderRetryAfter is the whole seconds a denied caller should wait.
+	HeaderRetryAfter = "Retry-After"
+)
+
+// Field is one response header.
+type Field struct {
+	// Name is the header name.
+	Name string
+	// Value is the header value.
+	Value string
+}
+
+// For are the headers describing outcomes: RateLimit-Policy with every limit of every
+// policy Redis answered for, RateLimit with each one's reported limit (the tightest, or the
+// denying one), and Retry-After when the request is denied and may be retried. Quota
+// policies are named "<policy>/<limit>".
+func For(outs []engine.Outcome) []Field {
+	var policies, limits []string
+	for i := range outs {
+		o := &outs[i]
+		d := &o.Decision
+		if d.LimitName == "" {
+			continue
+		}
+		for _, l := range o.Rule.Spec.Limits {
+			q := l.Burst
+			if q == 0 {
+				q = l.Requests
+			}
+			policies = append(policies, item(o.Rule.Name(), l.Name)+";q="+itoa(q)+";w="+itoa(Seconds(time.Duration(l.PeriodMs)*time.Millisecond)))
+		}
+		t := d.ResetAfter
+		if !d.Allowed && d.RetryAfter > 0 {
+			t = d.RetryAfter
+		}
+		limits = append(limits, item(o.Rule.Name(), d.LimitName)+";r="+itoa(max(d.Remaining, 0))+";t="+itoa(Seconds(t)))
+	}
+	var out []Field
+	if len(policies) > 0 {
+		out = append(out, Field{HeaderPolicy, strings.Join(policies, ", ")}, Field{HeaderLimit, strings.Join(limits, ", ")})
+	}
+	if ra, ok := RetryAfter(outs); ok {
+		out = append(out, Field{HeaderRetryAfter, itoa(Seconds(ra))})
+	}
+	return out
+}
+
+// RetryAfter is how long a denied request should wait, when it is denied and a retry can
+// ever succeed.
+func RetryAfter(outs []engine.Outcome) (time.Duration, bool) {
+	d := engine.Denial(outs)
+	if d == nil || d.Rejected || d.Decision.RetryAfter < 0 {
+		return 0, false
+	}
+	return max(d.Decision.RetryAfter, time.Second), true
+}
+
+// Set sets fields on h, replacing any values of the same names.
+func Set(h http.Header, fields []Field) {
+	for _, f := range fields {
+		h.Set(f.Name, f.Value)
+	}
+}
+
+// Seconds is d in whole seconds, rounded up, as these headers state every duration; 0 when
+// d is not positive.
+func Seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// item is a structured-field string naming one limit of a policy. Policy and limit names are
+// DNS labels, so they need no escaping.
+func item(policy, limit string) string { return `"` + policy + "/" + limit + `"` }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
