@@ -11,6 +11,14 @@
 -- write exactly as the general path below does for n = 1 (scriptcost_test.go checks both
 -- against one model).
 if #ARGV == 5 and ARGV[3] == '0' then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000000 + t[2]
+  -- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and
+  -- GET is not in the ACL the operator documents. Never pcall a read: it would turn a
+  -- refusal (NOPERM, ...) into fresh state and admit.
+  local v = redis.call('MGET', KEYS[1])[1]
+  local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+  local a, b = ARGV[4] + 0, ARGV[5] + 0
   -- @single
 end
 

@@ -28,15 +28,9 @@
 --              {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
--- @single: the whole check of one limit without an idempotency key (see driver.lua).
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
--- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and GET
--- is not in the ACL the operator documents. Never pcall a read: it would turn a refusal
--- (NOPERM, ...) into fresh state and admit.
-local v = redis.call('MGET', KEYS[1])[1]
-local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
-local requests, period = ARGV[4] + 0, ARGV[5] + 0
+-- @single: one limit without an idempotency key (see driver.lua). The driver has set now
+-- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers).
+local requests, period = a, b
 -- now - now % period is period * floor(now / period) exactly (integers below 2^53).
 local elapsed = now % period
 local bucket = (now - elapsed) / period
