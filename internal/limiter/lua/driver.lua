@@ -19,7 +19,18 @@ if #ARGV == 5 and ARGV[3] == '0' then
   local v = redis.call('MGET', KEYS[1])[1]
   local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
   local a, b = ARGV[4] + 0, ARGV[5] + 0
+  -- The body decides: new is the state to write when it admits (nil denies), r what remains,
+  -- rs the reset in whole ms, retry the wait in whole ms when it denies (-1: never).
+  local new, r, retry, rs = nil, 0, -1, 0
   -- @single
+  if new then
+    redis.call('SET', KEYS[1], new, 'PX', ARGV[2])
+    if r < 1048576 and rs < 134217728 then
+      return 5 + 64 * r + 67108864 * rs
+    end
+    return {5 + 64 * r, 0, rs}
+  end
+  return {4 + 64 * r, retry, rs}
 end
 
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])

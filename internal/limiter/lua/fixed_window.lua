@@ -27,7 +27,8 @@
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers).
+-- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
+-- the body sets new (the value to write when it admits, else nil), r, retry and rs.
 local requests, period = a, b
 -- Integers below 2^53 throughout: now - now % period is period * floor(now / period)
 -- exactly, and (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
@@ -43,25 +44,20 @@ if v and #v == 16 then
     count = c - c % 1
   end
 end
-local reset = (win + 1) * period - now
-reset = (reset + (-reset) % 1000) / 1000
+rs = (win + 1) * period - now
+rs = (rs + (-rs) % 1000) / 1000
 if cost <= requests and count + cost <= requests then
-  redis.call('SET', KEYS[1], struct.pack('<dd', win, count + cost), 'PX', ARGV[2])
-  local r = requests - count - cost
-  if r < 1048576 and reset < 134217728 then
-    return 5 + 64 * r + 67108864 * reset
+  new, r = struct.pack('<dd', win, count + cost), requests - count - cost
+else
+  -- More counted than requests allows (an edit lowered it) leaves nothing, not less.
+  r = requests - count
+  if r < 0 then
+    r = 0
   end
-  return {5 + 64 * r, 0, reset}
+  if cost <= requests then
+    retry = rs
+  end
 end
--- More counted than requests allows (an edit lowered it) leaves nothing, not less.
-local r = requests - count
-if r < 0 then
-  r = 0
-end
-if cost > requests then
-  return {4 + 64 * r, -1, reset}
-end
-return {4 + 64 * r, reset, reset}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
 -- period.
 local requests, period = a, b

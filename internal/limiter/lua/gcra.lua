@@ -30,7 +30,8 @@
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers).
+-- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
+-- the body sets new (the value to write when it admits, else nil), r, retry and rs.
 local tat = tonumber(v) or now
 local T, burst = a, b
 local tau = burst * T
@@ -45,28 +46,19 @@ local new_tat = tat + cost * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and new_tat - now <= tau then
-  redis.call('SET', KEYS[1], new_tat, 'PX', ARGV[2])
-  local r = now + tau - new_tat
-  r = (r - r % T) / T
-  local rs = new_tat - now
-  rs = (rs + (-rs) % 1000) / 1000
-  if r < 1048576 and rs < 134217728 then
-    return 5 + 64 * r + 67108864 * rs
+  new, r, rs = new_tat, now + tau - new_tat, new_tat - now
+else
+  r, rs = now + tau - tat, tat - now
+  if cost <= burst then
+    retry = new_tat - now - tau
+    retry = (retry + (-retry) % 1000) / 1000
   end
-  return {5 + 64 * r, 0, rs}
 end
-local r = now + tau - tat
 r = (r - r % T) / T
 if r < 0 then
-  r = 0
+  r = 0 -- never below 0
 end
-local retry = -1
-if cost <= burst then
-  retry = new_tat - now - tau
-  retry = (retry + (-retry) % 1000) / 1000
-end
-local rs = tat - now
-return {4 + 64 * r, retry, (rs + (-rs) % 1000) / 1000}
+rs = (rs + (-rs) % 1000) / 1000
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
 local T, burst = a, b
 local tau = burst * T

@@ -29,7 +29,8 @@
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers).
+-- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
+-- the body sets new (the value to write when it admits, else nil), r, retry and rs.
 local requests, period = a, b
 -- now - now % period is period * floor(now / period) exactly (integers below 2^53).
 local elapsed = now % period
@@ -53,33 +54,29 @@ if v and #v == 24 then
 end
 local weight = prev * (period - elapsed) / period + curr
 if cost <= requests and weight + cost <= requests then
-  redis.call('SET', KEYS[1], struct.pack('<ddd', bucket, prev, curr + cost), 'PX', ARGV[2])
-  local r = math.floor(requests - weight - cost)
-  local rs = (bucket + 2) * period - now
+  new, r = struct.pack('<ddd', bucket, prev, curr + cost), math.floor(requests - weight - cost)
+  rs = (bucket + 2) * period - now
   rs = (rs + (-rs) % 1000) / 1000
-  if r < 1048576 and rs < 134217728 then
-    return 5 + 64 * r + 67108864 * rs
+else
+  r = math.floor(math.max(0, requests - weight))
+  rs = (bucket + 1) * period - now
+  if curr > 0 then
+    rs = rs + period
   end
-  return {5 + 64 * r, 0, rs}
-end
-local reset = (bucket + 1) * period - now
-if curr > 0 then
-  reset = reset + period
-end
-local retry = -1
-if cost <= requests then
-  if prev > 0 and curr + cost <= requests then
-    -- Fits within this window once prev's weight has drained enough.
-    retry = (weight + cost - requests) * period / prev
-  else
-    -- Only after this window ends, with curr as the draining previous window.
-    retry = (period - elapsed) + (1 - (requests - cost) / curr) * period
-  end
-  if retry > 0 then
-    retry = math.ceil(retry / 1000)
+  rs = math.ceil(rs / 1000)
+  if cost <= requests then
+    if prev > 0 and curr + cost <= requests then
+      -- Fits within this window once prev's weight has drained enough.
+      retry = (weight + cost - requests) * period / prev
+    else
+      -- Only after this window ends, with curr as the draining previous window.
+      retry = (period - elapsed) + (1 - (requests - cost) / curr) * period
+    end
+    if retry > 0 then
+      retry = math.ceil(retry / 1000)
+    end
   end
 end
-return {4 + 64 * math.floor(math.max(0, requests - weight)), retry, math.ceil(reset / 1000)}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
 -- period.
 local requests, period = a, b

@@ -29,7 +29,8 @@
 --              limit without an idempotency key: TIME, one MGET of one key, one SET. No
 --              loops over data, no key names built here.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers).
+-- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
+-- the body sets new (the value to write when it admits, else nil), r, retry and rs.
 local full = tonumber(v) or now
 local T, burst = a, b
 local cap = burst * T
@@ -45,26 +46,18 @@ local after = used + cost * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and after <= cap then
-  redis.call('SET', KEYS[1], now + after, 'PX', ARGV[2])
-  local r = cap - after
-  r = (r - r % T) / T
-  after = (after + (-after) % 1000) / 1000
-  if r < 1048576 and after < 134217728 then
-    return 5 + 64 * r + 67108864 * after
+  new, r, rs = now + after, cap - after, (after + (-after) % 1000) / 1000
+else
+  r, rs = cap - used, (used + (-used) % 1000) / 1000
+  if cost <= burst then
+    retry = after - cap
+    retry = (retry + (-retry) % 1000) / 1000
   end
-  return {5 + 64 * r, 0, after}
 end
-local r = cap - used
 r = (r - r % T) / T
 if r < 0 then
-  r = 0
+  r = 0 -- never below 0
 end
-local retry = -1
-if cost <= burst then
-  retry = after - cap
-  retry = (retry + (-retry) % 1000) / 1000
-end
-return {4 + 64 * r, retry, (used + (-used) % 1000) / 1000}
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
 local T, burst = a, b
 local cap = burst * T
