@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestEnsureUnavailableIsCheap: while Redis is known unavailable, Ensure answers from the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestScriptFlushDuringLoad: while goroutines check for 2 s, another runs SCRIPT FLUSH every

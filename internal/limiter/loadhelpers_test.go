@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // Load shape shared by the over-admission tests (load_test.go) and the naive limiter

@@ -15,7 +15,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // clusterOnly are the commands a namespace's user gets on Cluster only.

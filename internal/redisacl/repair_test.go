@@ -7,7 +7,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // startRepair starts a server with users a and b set through the administrative user.

@@ -19,7 +19,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 const (

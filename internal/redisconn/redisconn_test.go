@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 func TestValidate(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
-	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 const scNamespace = "shop"

@@ -19,7 +19,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 // srcWait bounds every wait for a source to react.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
+	kubetest "github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // TestWatchSource runs every WatchSource case against one real kube-apiserver + etcd

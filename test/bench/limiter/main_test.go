@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // requireTools skips (fails under CI) without redis-server and redis-benchmark.

@@ -1,0 +1,159 @@
+package sidecar_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+)
+
+const namespace = "shop"
+
+// keyPolicy limits requests per minute per X-API-Key on /api.
+func keyPolicy(name string, requests int64) *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
+			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
+			}, OnMissing: v1alpha1.MissingIdentityShared},
+			Algorithm:   v1alpha1.AlgorithmTokenBucket,
+			Limits:      []v1alpha1.Limit{{Name: "per-minute", Requests: requests, Period: metav1.Duration{Duration: time.Minute}}},
+			FailureMode: v1alpha1.FailureModeFailClosed,
+		},
+	}
+}
+
+// document is a sealed snapshot of policies, compiled as the controller does.
+func document(t *testing.T, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
+	t.Helper()
+	return snapshottest.Document(t, namespace, redisAddr, policies...)
+}
+
+// volume is a directory laid out like a kubelet ConfigMap volume.
+type volume struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func (v *volume) path() string { return filepath.Join(v.dir, snapshot.DataKey) }
+
+// publish swaps in data the way the kubelet does: a new timestamped directory, then an
+// atomic rename of the ..data symlink.
+func (v *volume) publish(data []byte) {
+	v.t.Helper()
+	v.n++
+	ts := filepath.Join(v.dir, "..ts-"+strings.Repeat("x", v.n))
+	must(v.t, os.Mkdir(ts, 0o755))
+	must(v.t, os.WriteFile(filepath.Join(ts, snapshot.DataKey), data, 0o644))
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	must(v.t, os.Symlink(filepath.Base(ts), tmp))
+	must(v.t, os.Rename(tmp, filepath.Join(v.dir, "..data")))
+	if _, err := os.Lstat(v.path()); err != nil {
+		must(v.t, os.Symlink(filepath.Join("..data", snapshot.DataKey), v.path()))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sidecarProc is a running sidecar binary.
+type sidecarProc struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    *syncWriter
+}
+
+func buildSidecar(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sidecar")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sidecar")
+	cmd.Dir = kube.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sidecar: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startSidecar(t *testing.T, bin string, args ...string) *sidecarProc {
+	t.Helper()
+	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &syncWriter{b: &strings.Builder{}}}
+	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log
+	must(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", p.log.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit status.
+func (p *sidecarProc) stop(t *testing.T) error {
+	t.Helper()
+	must(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("sidecar did not stop within 30s of SIGTERM")
+	}
+	return nil
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// waitStatus polls url until it answers want.
+func waitStatus(t *testing.T, p *sidecarProc, url string, want int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-p.exited:
+			t.Fatalf("sidecar exited (%v) while waiting for %s", err, url)
+		default:
+		}
+		if resp, err := http.Get(url); err == nil { //nolint:noctx // bounded by the loop's deadline
+			_ = resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never answered %d", url, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

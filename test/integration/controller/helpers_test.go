@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+)
+
+// readyTimeout bounds every wait for the controller to act.
+const readyTimeout = 20 * time.Second
+
+func ctxFor(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newPolicy is a valid policy as a user without the webhook would store it: no keyLayout
+// (the controller defaults it in memory), TokenBucket, requests per second per API key.
+func newPolicy(ns, name string, requests int64) *v1alpha1.RateLimitPolicy {
+	return &v1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RateLimitPolicySpec{
+			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api/" + name}}}},
+			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
+			}},
+			Algorithm: v1alpha1.AlgorithmTokenBucket,
+			Limits: []v1alpha1.Limit{{Name: "per-second", Requests: requests,
+				Period: metav1.Duration{Duration: time.Second}}},
+		},
+	}
+}
+
+func create(t testing.TB, e *kube.Env, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := e.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("create %s: %v", o.GetName(), err)
+		}
+	}
+}
+
+// eventually calls check every 50ms until it returns nil, failing the test with the last
+// error after timeout.
+func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// consistently calls check every 100ms for d and fails the test at the first error.
+func consistently(t testing.TB, d time.Duration, what string, check func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+func getPolicy(e *kube.Env, ns, name string) (*v1alpha1.RateLimitPolicy, error) {
+	var p v1alpha1.RateLimitPolicy
+	err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p)
+	return &p, err
+}
+
+// readyErr says why p is not Ready for its current generation, or nil.
+func readyErr(p *v1alpha1.RateLimitPolicy) error {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case p.Status.ObservedGeneration != p.Generation:
+		return fmt.Errorf("%s: observedGeneration %d, generation %d", p.Name, p.Status.ObservedGeneration, p.Generation)
+	case c == nil:
+		return fmt.Errorf("%s: no Ready condition", p.Name)
+	case c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation:
+		return fmt.Errorf("%s: Ready %s (%s: %s) for generation %d", p.Name, c.Status, c.Reason, c.Message, c.ObservedGeneration)
+	}
+	return nil
+}
+
+// waitReady waits until the policy is Ready for its current generation and returns it.
+func waitReady(t testing.TB, e *kube.Env, ns, name string) *v1alpha1.RateLimitPolicy {
+	t.Helper()
+	var p *v1alpha1.RateLimitPolicy
+	eventually(t, readyTimeout, "policy "+name+" Ready", func() error {
+		var err error
+		if p, err = getPolicy(e, ns, name); err != nil {
+			return err
+		}
+		return readyErr(p)
+	})
+	return p
+}
+
+// waitCondition waits until the policy's condition typ has the status and reason for the
+// current generation and returns the policy.
+func waitCondition(t testing.TB, e *kube.Env, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitPolicy {
+	t.Helper()
+	var p *v1alpha1.RateLimitPolicy
+	eventually(t, readyTimeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+		var err error
+		if p, err = getPolicy(e, ns, name); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, typ)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != p.Generation {
+			return fmt.Errorf("condition %+v (generation %d)", c, p.Generation)
+		}
+		return nil
+	})
+	return p
+}
+
+// getSnapshot reads the namespace's snapshot ConfigMap and parses its document.
+func getSnapshot(e *kube.Env, ns string) (*corev1.ConfigMap, *snapshot.Snapshot, error) {
+	var cm corev1.ConfigMap
+	if err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}, &cm); err != nil {
+		return nil, nil, err
+	}
+	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
+	if err != nil {
+		return &cm, nil, fmt.Errorf("parse %s/%s: %w", ns, snapshot.ConfigMapName, err)
+	}
+	return &cm, s, nil
+}
+
+// waitSnapshot waits until the namespace's snapshot holds exactly the named policies.
+func waitSnapshot(t testing.TB, e *kube.Env, ns string, names ...string) (*corev1.ConfigMap, *snapshot.Snapshot) {
+	t.Helper()
+	var cm *corev1.ConfigMap
+	var s *snapshot.Snapshot
+	want := strings.Join(names, ",")
+	eventually(t, readyTimeout, "snapshot of "+ns+" holds "+want, func() error {
+		var err error
+		if cm, s, err = getSnapshot(e, ns); err != nil {
+			return err
+		}
+		if got := strings.Join(policyNames(s), ","); got != want {
+			return fmt.Errorf("holds %q", got)
+		}
+		return nil
+	})
+	return cm, s
+}
+
+// waitNoSnapshot waits until the namespace has no snapshot ConfigMap.
+func waitNoSnapshot(t testing.TB, e *kube.Env, ns string) {
+	t.Helper()
+	eventually(t, readyTimeout, "snapshot of "+ns+" removed", func() error {
+		_, _, err := getSnapshot(e, ns)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (err %w)", err)
+	})
+}
+
+func policyNames(s *snapshot.Snapshot) []string {
+	out := make([]string, len(s.Policies))
+	for i, p := range s.Policies {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// compiled is what the controller must publish for a stored policy.
+func compiled(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
+	t.Helper()
+	c, errs := policy.Rules{}.Build(p)
+	if len(errs) > 0 {
+		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
+	}
+	return c.Entry
+}
+
+// scriptSHAs are the SHAs of every limiter script.
+func scriptSHAs() []string {
+	var out []string
+	for _, s := range limiter.Scripts() {
+		out = append(out, s.SHA)
+	}
+	return out
+}
+
+// scriptsLoaded says which limiter scripts are missing on one Redis node.
+func scriptsLoaded(ctx context.Context, c *redis.Client) error {
+	shas := scriptSHAs()
+	got, err := c.ScriptExists(ctx, shas...).Result()
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for i, ok := range got {
+		if !ok {
+			missing = append(missing, shas[i])
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("scripts missing: %v", missing)
+	}
+	return nil
+}
+
+// policyEvents lists the events.k8s.io/v1 events about one policy (every policy of the
+// namespace when name is empty).
+func policyEvents(e *kube.Env, ns, name string) ([]eventsv1.Event, error) {
+	var list eventsv1.EventList
+	if err := e.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "RateLimitPolicy" && (name == "" || ev.Regarding.Name == name) {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// eventCount is how many times an event was emitted, counting its series.
+func eventCount(ev eventsv1.Event) int32 {
+	if ev.Series != nil {
+		return ev.Series.Count
+	}
+	return 1
+}

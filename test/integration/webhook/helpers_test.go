@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+)
+
+// The webhook names from config/webhook/manifests.yaml, as the API server quotes them.
+const (
+	validatingWebhook = "vratelimitpolicy-v1alpha1.ratelimit.dev"
+	defaultState      = "{rl:${namespace}/${policy}:${identity}}:${limit}"
+	defaultIdem       = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"
+	otherTagIdem      = "{idem:${namespace}/${policy}:${identity}}:${requestId}"
+)
+
+// basePolicy is valid and draws no warning: per API key, TokenBucket 10/s with bursts of 20
+// (horizon 2s), on /api, with no key layout so the webhook defaults it.
+func basePolicy(ns, name string) *policyv1alpha1.RateLimitPolicy {
+	burst := int64(20)
+	return &policyv1alpha1.RateLimitPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: policyv1alpha1.RateLimitPolicySpec{
+			Match: policyv1alpha1.Match{HTTP: []policyv1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
+			Identity: policyv1alpha1.Identity{Sources: []policyv1alpha1.IdentitySource{
+				{Type: policyv1alpha1.IdentityHeader, Header: &policyv1alpha1.HeaderSource{Name: "X-API-Key"}},
+			}},
+			Algorithm: policyv1alpha1.AlgorithmTokenBucket,
+			Limits: []policyv1alpha1.Limit{{Name: "per-second", Requests: 10,
+				Period: metav1.Duration{Duration: time.Second}, Burst: &burst}},
+		},
+	}
+}
+
+// assertCause checks that err is the validating webhook's Invalid answer with a cause on
+// field whose message holds every fragment, and that the message the client shows names the
+// webhook and the field.
+func assertCause(t *testing.T, err error, field string, frags ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want the webhook to refuse it on %s", field)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error, got %v", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `admission webhook "`+validatingWebhook+`" denied the request`) || !strings.Contains(msg, field) {
+		t.Errorf("message does not name the webhook and %s: %s", field, msg)
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		t.Fatalf("error carries no details: %v", err)
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == field && kube.ContainsAll(c.Message, frags) && kube.ContainsAll(msg, frags) {
+			return
+		}
+	}
+	t.Fatalf("no cause on %q containing %q; got %v", field, frags, err)
+}
+
+// assertNotFound checks that the policy was not stored.
+func assertNotFound(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &policyv1alpha1.RateLimitPolicy{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("policy %s/%s: want NotFound, got %v", ns, name, err)
+	}
+}
