@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Call errors (issue 13, item 5): a reply that is one call's or one policy's fault (CROSSSLOT,
@@ -244,7 +245,7 @@ func TestOverloadIsNoNodeFault(t *testing.T) {
 	wg.Go(func() { l.Check(context.Background(), p, Request{Identity: stalled}) }) // holds the only worker
 	if _, err := waitFor(5*time.Second, time.Millisecond, func() error {
 		if n, _ := l.PipelineStats(); n == batches {
-			return errNotYet
+			return wait.ErrNotYet
 		}
 		return nil
 	}); err != nil {

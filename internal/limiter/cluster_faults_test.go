@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Faults on Redis Cluster under load (issue 8): a primary killed or failed over while checks
@@ -220,14 +221,7 @@ func (o *cfObserver) report(promoted time.Time) string {
 
 // cfWait polls cond every 5 ms until it holds or timeout passes, and reports whether it held.
 func cfWait(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
+	return wait.Poll(timeout, 5*time.Millisecond, wait.Cond(cond)) == nil
 }
 
 // cfNoRefill is a token bucket limit of burst tokens that does not refill during a test (one

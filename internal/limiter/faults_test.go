@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestScriptFlushDuringLoad: while goroutines check for 2 s, another runs SCRIPT FLUSH every
@@ -179,7 +180,7 @@ func killUnderLoad(t *testing.T, srv *redistest.Server, l *Limiter, p *Policy, m
 	}
 	if _, err := waitFor(10*time.Second, time.Millisecond, func() error {
 		if done.Load() < 40 {
-			return errNotYet
+			return wait.ErrNotYet
 		}
 		return nil
 	}); err != nil {

@@ -2,8 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Load shape shared by the over-admission tests (load_test.go) and the naive limiter
@@ -241,16 +240,8 @@ func scanAll(t testing.TB, rdb *redis.Client) []string {
 // long it took or the last error.
 func waitFor(timeout, interval time.Duration, cond func() error) (time.Duration, error) {
 	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > timeout {
-			return time.Since(start), fmt.Errorf("after %s: %w", timeout, err)
-		}
-		time.Sleep(interval)
-	}
+	err := wait.Poll(timeout, interval, cond)
+	return time.Since(start), err
 }
 
 // percentile returns the p-th percentile (0..100) of ds, which it sorts.
@@ -265,5 +256,3 @@ func startClusterT(t testing.TB) *redistest.Cluster {
 	redistest.RequireRedis(t)
 	return redistest.StartCluster(t, 3)
 }
-
-var errNotYet = errors.New("not yet")

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const testIdemTemplate = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"
@@ -241,7 +242,7 @@ func TestReplicaByteIdentical(t *testing.T) {
 			return err
 		}
 		if !strings.Contains(info, "master_link_status:up") {
-			return errNotYet
+			return wait.ErrNotYet
 		}
 		return nil
 	}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // clusterOnly are the commands a namespace's user gets on Cluster only.
@@ -211,25 +212,26 @@ func untilRedis(ctx context.Context, l *limiter.Limiter, p *limiter.Policy, id s
 func waitRepaired(ctx context.Context, t *testing.T, cl *redistest.Cluster, u *redisacl.Users, want ...redisacl.User) {
 	t.Helper()
 	applied := 0
-	var last []string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if err := wait.Poll(30*time.Second, 200*time.Millisecond, func() error {
 		res, _ := u.Repair(ctx) // a node still joining fails the round: retried
 		applied += res.Applied
-		last = nil
+		var last []string
 		for _, user := range want {
 			if got := holders(ctx, t, cl.Nodes(), user); len(got) != len(cl.Nodes()) {
 				last = append(last, fmt.Sprintf("%s on %v", user.Name, got))
 			}
 		}
-		if len(last) == 0 {
-			t.Logf("Repair set %d users again on the restarted nodes", applied)
-			if applied < 2*len(want) {
-				t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))
-			}
-			return
+		if len(last) > 0 {
+			return fmt.Errorf("%v", last)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("not repaired: %v", err)
 	}
-	t.Fatalf("not repaired within 30s: %v", last)
+	t.Logf("Repair set %d users again on the restarted nodes", applied)
+	if applied < 2*len(want) {
+		t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))
+	}
 }
 
 func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
@@ -271,12 +273,12 @@ func identityOn(t *testing.T, p *limiter.Policy, i, primaries int) string {
 // waitPromoted waits until r says it is a primary, and returns when.
 func waitPromoted(t *testing.T, r *redistest.Server) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	wait.Eventually(t, 30*time.Second, "replica "+r.Addr()+" promoted", func() error {
 		info, err := r.Client().Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "role:master") {
-			return time.Now()
+		if err == nil && !strings.Contains(info, "role:master") {
+			return errors.New("not a primary")
 		}
-	}
-	t.Fatalf("replica %s not promoted within 30s", r.Addr())
-	return time.Time{}
+		return err
+	})
+	return time.Now()
 }

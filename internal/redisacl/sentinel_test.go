@@ -2,12 +2,14 @@ package redisacl_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestSentinelUsers: with a Sentinel-managed primary and replica (both including the
@@ -81,28 +83,30 @@ func waitNamed(ctx context.Context, t *testing.T, s *redistest.Sentinel, n *redi
 	t.Helper()
 	sc := s.Client()
 	defer func() { _ = sc.Close() }()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	wait.Eventually(t, 30*time.Second, "the Sentinel names "+n.Addr()+" as the primary", func() error {
 		addr, err := sc.GetMasterAddrByName(ctx, masterName).Result()
-		if err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == n.Addr() {
-			return
+		if err == nil && (len(addr) != 2 || addr[0]+":"+addr[1] != n.Addr()) {
+			return fmt.Errorf("it names %v", addr)
 		}
-	}
-	t.Fatalf("the Sentinel does not name %s as the primary within 30s", n.Addr())
+		return err
+	})
 }
 
 // waitRepairedOn runs Repair until every node holds the users (a restarted replica is
 // listed by the Sentinel once it is connected again), bounded.
 func waitRepairedOn(ctx context.Context, t *testing.T, u *redisacl.Users, nodes []*redistest.Server, want ...redisacl.User) {
 	t.Helper()
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if err := wait.Poll(45*time.Second, 200*time.Millisecond, func() error {
 		_, _ = u.Repair(ctx) // a round while the replica is listed down is retried
 		missing := 0
 		for _, user := range want {
 			missing += len(nodes) - len(holders(ctx, t, nodes, user))
 		}
-		if missing == 0 {
-			return
+		if missing > 0 {
+			return fmt.Errorf("%d missing", missing)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("users not on every node: %v", err)
 	}
-	t.Fatalf("users not on every node within 45s")
 }

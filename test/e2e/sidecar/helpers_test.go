@@ -1,10 +1,8 @@
 package sidecar_test
 
 import (
-	"context"
+	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const namespace = "shop"
@@ -126,34 +125,15 @@ func (p *sidecarProc) stop(t *testing.T) error {
 	return nil
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-// waitStatus polls url until it answers want.
+// waitStatus polls url until it answers want, failing when the sidecar exits or 30s pass.
 func waitStatus(t *testing.T, p *sidecarProc, url string, want int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	wait.HTTPStatus(t, nil, url, want, 30*time.Second, func() error {
 		select {
 		case err := <-p.exited:
-			t.Fatalf("sidecar exited (%v) while waiting for %s", err, url)
+			return fmt.Errorf("sidecar %w", wait.Exit(err))
 		default:
+			return nil
 		}
-		if resp, err := http.Get(url); err == nil { //nolint:noctx // bounded by the loop's deadline
-			_ = resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s never answered %d", url, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 }

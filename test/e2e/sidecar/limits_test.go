@@ -14,6 +14,7 @@ import (
 	"time"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // limitsRig is a sidecar with short HTTP timeouts and a small header limit, proxying to an
@@ -37,7 +38,7 @@ func startLimitsRig(t *testing.T) *limitsRig {
 	srv := redistest.StartServer(t)
 	vol := &volume{t: t, dir: t.TempDir()}
 	vol.publish(document(t, srv.Addr(), keyPolicy("uploads", 1000)))
-	r := &limitsRig{proxy: freeAddr(t), check: freeAddr(t), metrics: freeAddr(t)}
+	r := &limitsRig{proxy: wait.FreeAddr(t), check: wait.FreeAddr(t), metrics: wait.FreeAddr(t)}
 	upstream := httptest.NewServer(http.HandlerFunc(r.upstream))
 	t.Cleanup(upstream.Close)
 	r.proc = startSidecar(t, buildSidecar(t), "--namespace", namespace, "--snapshot-file", vol.path(),

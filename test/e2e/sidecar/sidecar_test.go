@@ -9,7 +9,11 @@ import (
 	"time"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
+
+// policyWait bounds the wait for the sidecar to act on a published snapshot.
+const policyWait = 15 * time.Second
 
 // rig is a sidecar binary proxying to an upstream, with its addresses.
 type rig struct {
@@ -30,9 +34,9 @@ func startRig(t *testing.T, withRedisFlag bool) *rig {
 		_, _ = io.WriteString(w, "upstream "+req.URL.Path)
 	}))
 	t.Cleanup(upstream.Close)
-	r.proxy, r.check, r.metrics = freeAddr(t), freeAddr(t), freeAddr(t)
+	r.proxy, r.check, r.metrics = wait.FreeAddr(t), wait.FreeAddr(t), wait.FreeAddr(t)
 	args := []string{"--namespace", namespace, "--snapshot-file", r.vol.path(), "--upstream", upstream.URL,
-		"--proxy-bind-address", r.proxy, "--http-bind-address", r.check, "--grpc-bind-address", freeAddr(t),
+		"--proxy-bind-address", r.proxy, "--http-bind-address", r.check, "--grpc-bind-address", wait.FreeAddr(t),
 		"--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--shutdown-grace", "5s", "--redis-timeout", "2s"}
 	if withRedisFlag {
 		args = append(args, "--redis-addrs", r.redis.Addr())
@@ -80,11 +84,11 @@ func TestSidecarBinary(t *testing.T) {
 	}
 
 	r.vol.publish(document(t, r.redis.Addr(), keyPolicy("orders", 10)))
-	waitFor(t, "the edited policy", func() bool {
+	wait.Until(t, policyWait, "the edited policy", func() bool {
 		return r.get(t, "/api/x", "probe").Header.Get("RateLimit-Policy") == `"orders/per-minute";q=10;w=60`
 	})
 	r.vol.publish([]byte(`{"schemaVersion":1,"namespace":"shop","version":"0000","policies":[{"name":"x"`))
-	waitFor(t, "the refusal counted", func() bool {
+	wait.Until(t, policyWait, "the refusal counted", func() bool {
 		return strings.Contains(r.metricsText(t), `ratelimit_sidecar_snapshot_loads_total{result="refused"} 1`)
 	})
 	if got := r.get(t, "/api/x", "bob").Header.Get("RateLimit-Policy"); got != `"orders/per-minute";q=10;w=60` {
@@ -122,17 +126,6 @@ func TestSidecarRedisFromSnapshot(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestSidecarBeforeAnyPolicy: in a namespace without policies (no snapshot ConfigMap, so an
 // empty volume) a sidecar without --redis-addrs is ready and passes every request; the first
 // snapshot brings Redis and the limits.
@@ -143,7 +136,7 @@ func TestSidecarBeforeAnyPolicy(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(upstream.Close)
-	r := &rig{redis: srv, vol: vol, proxy: freeAddr(t), metrics: freeAddr(t)}
+	r := &rig{redis: srv, vol: vol, proxy: wait.FreeAddr(t), metrics: wait.FreeAddr(t)}
 	r.proc = startSidecar(t, buildSidecar(t), "--namespace", namespace, "--snapshot-file", vol.path(),
 		"--upstream", upstream.URL, "--proxy-bind-address", r.proxy, "--http-bind-address", "",
 		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--redis-timeout", "2s")
@@ -154,7 +147,7 @@ func TestSidecarBeforeAnyPolicy(t *testing.T) {
 		}
 	}
 	vol.publish(document(t, srv.Addr(), keyPolicy("orders", 2)))
-	waitFor(t, "the first policy", func() bool { return r.get(t, "/api/x", "bob").Header.Get("RateLimit") != "" })
+	wait.Until(t, policyWait, "the first policy", func() bool { return r.get(t, "/api/x", "bob").Header.Get("RateLimit") != "" })
 	if resp := r.get(t, "/api/x", "bob"); resp.StatusCode != 200 {
 		t.Fatalf("bob's second: %d", resp.StatusCode)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // BenchmarkBulkApply applies 1000 policies across 50 namespaces at once (as a GitOps sync of
@@ -52,16 +53,8 @@ func BenchmarkBulkApply(b *testing.B) {
 	start := time.Now()
 	createMany(b, e, ps)
 	created := time.Since(start)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		err := allReady(e, total, byRun)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("not all Ready within 5m: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.Poll(5*time.Minute, 100*time.Millisecond, func() error { return allReady(e, total, byRun) }); err != nil {
+		b.Fatalf("not all Ready: %v", err)
 	}
 	ready := time.Since(start)
 	b.StopTimer()

@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestReadyEvents: a Ready transition emits one event; a re-reconcile that leaves Ready as
@@ -31,7 +32,7 @@ func TestReadyEvents(t *testing.T) {
 
 	// A re-reconcile (new generation, same compiled policy) keeps Ready as it was.
 	writeDefaultLayout(t, e, ns, "ev")
-	consistently(t, 2*time.Second, "no event for a reconcile that keeps Ready", func() error {
+	wait.Consistently(t, 2*time.Second, "no event for a reconcile that keeps Ready", func() error {
 		if n := eventTotal(t, e, ns); n != total {
 			return fmt.Errorf("%d events, %d before", n, total)
 		}
@@ -91,8 +92,8 @@ func waitEvents(t testing.TB, e *kube.Env, ns, name, reason string, want int32) 
 		}
 		return nil
 	}
-	eventually(t, readyTimeout, reason+" events", count)
-	consistently(t, time.Second, reason+" events", count)
+	wait.Eventually(t, readyTimeout, reason+" events", count)
+	wait.Consistently(t, time.Second, reason+" events", count)
 }
 
 func describe(ev eventsv1.Event) string {
@@ -125,7 +126,7 @@ func writeDefaultLayout(t *testing.T, e *kube.Env, ns, name string) {
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, readyTimeout, "equivalent edit reconciled", func() error {
+	wait.Eventually(t, readyTimeout, "equivalent edit reconciled", func() error {
 		got, err := getPolicy(e, ns, name)
 		if err != nil {
 			return err

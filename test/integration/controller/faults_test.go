@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,6 +52,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestFaultRestartMidReconcile: 50 policies are created under a running manager binary,
@@ -115,7 +115,7 @@ func TestFaultRestartMidReconcile(t *testing.T) {
 
 	m3 := startBinManager(t, kubeconfig, args...)
 	start := time.Now()
-	eventually(t, readyTimeout, "every policy Ready after the restarts", func() error {
+	wait.Eventually(t, readyTimeout, "every policy Ready after the restarts", func() error {
 		return everyReady(e, ns, n)
 	})
 	t.Logf("third manager: all %d Ready after %s", n, time.Since(start).Round(10*time.Millisecond))
@@ -143,10 +143,8 @@ func createAll(e *kube.Env, ns string, names []string) error {
 // readyTimeout).
 func killWhen(t testing.TB, m *binManager, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(readyTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, readyTimeout)
-		}
+	if err := wait.Poll(readyTimeout, 10*time.Millisecond, wait.Cond(cond)); err != nil {
+		t.Fatalf("no %s: %v", what, err)
 	}
 	m.kill()
 }
@@ -226,7 +224,7 @@ func checkConverged(t *testing.T, e *kube.Env, ns string, names []string) {
 		t.Errorf("%d ConfigMaps in the namespace, want the snapshot only", len(cms.Items))
 	}
 	rvs := policyResourceVersions(t, e, ns)
-	consistently(t, 2*time.Second, "no write after convergence", func() error {
+	wait.Consistently(t, 2*time.Second, "no write after convergence", func() error {
 		cur, _, err := getSnapshot(e, ns)
 		if err != nil {
 			return err
@@ -379,7 +377,7 @@ func TestFaultLeaderHandover(t *testing.T) {
 	revisions := watchSnapshot(t, e, ns, cm.ResourceVersion)
 
 	// One writer: the standby does not write while the leader holds the lease.
-	consistently(t, time.Second, "standby idle", func() error {
+	wait.Consistently(t, time.Second, "standby idle", func() error {
 		if _, writes, _ := standby.requests.snapshot(); writes != 0 {
 			return fmt.Errorf("standby sent %d writes", writes)
 		}
@@ -683,7 +681,7 @@ func startBinManager(t testing.TB, kubeconfig string, args ...string) *binManage
 func startBinManagerEnv(t testing.TB, env []string, kubeconfig string, args ...string) *binManager {
 	t.Helper()
 	bin := managerBinary(t)
-	probe := freeLoopback(t)
+	probe := wait.FreeAddr(t)
 	full := append([]string{"--kubeconfig", kubeconfig, "--webhooks=false", "--health-probe-bind-address", probe}, args...)
 	if !slices.Contains(args, "--metrics-bind-address") {
 		full = append(full, "--metrics-bind-address", "0")
@@ -707,32 +705,17 @@ func startBinManagerEnv(t testing.TB, env []string, kubeconfig string, args ...s
 			t.Logf("manager %d output (tail):\n%s", m.cmd.Process.Pid, lastLines(m.output(), 40))
 		}
 	})
-	m.waitHTTP(t, "http://"+probe+"/readyz")
+	wait.HTTPStatus(t, nil, "http://"+probe+"/readyz", http.StatusOK, 60*time.Second, m.gone)
 	return m
 }
 
-// waitHTTP polls url until it answers 200, failing if the manager exits or 60s pass.
-func (m *binManager) waitHTTP(t testing.TB, url string) {
-	t.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-m.exited:
-			t.Fatalf("manager exited (%v) before %s answered:\n%s", m.err, url, lastLines(m.output(), 40))
-		default:
-		}
-		resp, err := hc.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 within 60s (last error %v)", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+// gone says how the manager exited, or nil while it runs.
+func (m *binManager) gone() error {
+	select {
+	case <-m.exited:
+		return fmt.Errorf("manager %w:\n%s", wait.Exit(m.err), lastLines(m.output(), 40))
+	default:
+		return nil
 	}
 }
 
@@ -793,15 +776,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// freeLoopback is a free 127.0.0.1 port.
-func freeLoopback(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

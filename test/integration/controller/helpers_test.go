@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // readyTimeout bounds every wait for the controller to act.
@@ -59,33 +60,6 @@ func create(t testing.TB, e *kube.Env, objs ...client.Object) {
 	}
 }
 
-// eventually calls check every 50ms until it returns nil, failing the test with the last
-// error after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// consistently calls check every 100ms for d and fails the test at the first error.
-func consistently(t testing.TB, d time.Duration, what string, check func() error) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
-
 func getPolicy(e *kube.Env, ns, name string) (*v1alpha1.RateLimitPolicy, error) {
 	var p v1alpha1.RateLimitPolicy
 	err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p)
@@ -110,7 +84,7 @@ func readyErr(p *v1alpha1.RateLimitPolicy) error {
 func waitReady(t testing.TB, e *kube.Env, ns, name string) *v1alpha1.RateLimitPolicy {
 	t.Helper()
 	var p *v1alpha1.RateLimitPolicy
-	eventually(t, readyTimeout, "policy "+name+" Ready", func() error {
+	wait.Eventually(t, readyTimeout, "policy "+name+" Ready", func() error {
 		var err error
 		if p, err = getPolicy(e, ns, name); err != nil {
 			return err
@@ -125,7 +99,7 @@ func waitReady(t testing.TB, e *kube.Env, ns, name string) *v1alpha1.RateLimitPo
 func waitCondition(t testing.TB, e *kube.Env, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitPolicy {
 	t.Helper()
 	var p *v1alpha1.RateLimitPolicy
-	eventually(t, readyTimeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+	wait.Eventually(t, readyTimeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
 		var err error
 		if p, err = getPolicy(e, ns, name); err != nil {
 			return err
@@ -158,7 +132,7 @@ func waitSnapshot(t testing.TB, e *kube.Env, ns string, names ...string) (*corev
 	var cm *corev1.ConfigMap
 	var s *snapshot.Snapshot
 	want := strings.Join(names, ",")
-	eventually(t, readyTimeout, "snapshot of "+ns+" holds "+want, func() error {
+	wait.Eventually(t, readyTimeout, "snapshot of "+ns+" holds "+want, func() error {
 		var err error
 		if cm, s, err = getSnapshot(e, ns); err != nil {
 			return err
@@ -174,7 +148,7 @@ func waitSnapshot(t testing.TB, e *kube.Env, ns string, names ...string) (*corev
 // waitNoSnapshot waits until the namespace has no snapshot ConfigMap.
 func waitNoSnapshot(t testing.TB, e *kube.Env, ns string) {
 	t.Helper()
-	eventually(t, readyTimeout, "snapshot of "+ns+" removed", func() error {
+	wait.Eventually(t, readyTimeout, "snapshot of "+ns+" removed", func() error {
 		_, _, err := getSnapshot(e, ns)
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestCreateReady: a new policy becomes Ready with its status filled in, its script is
@@ -106,7 +107,7 @@ func TestUpdate(t *testing.T) {
 		t.Fatalf("update: %v", err)
 	}
 	var got *v1alpha1.RateLimitPolicy
-	eventually(t, readyTimeout, "Ready with a new snapshot version", func() error {
+	wait.Eventually(t, readyTimeout, "Ready with a new snapshot version", func() error {
 		var err error
 		if got, err = getPolicy(e, ns, "search"); err != nil {
 			return err
@@ -144,7 +145,7 @@ func TestDelete(t *testing.T) {
 	}
 	waitGone(t, e, ns, "a")
 	_, s := waitSnapshot(t, e, ns, "b")
-	eventually(t, readyTimeout, "b reports the new snapshot version", func() error {
+	wait.Eventually(t, readyTimeout, "b reports the new snapshot version", func() error {
 		b, err := getPolicy(e, ns, "b")
 		if err != nil {
 			return err
@@ -172,7 +173,7 @@ func TestDelete(t *testing.T) {
 // waitGone waits until the policy is deleted for good (its finalizer removed).
 func waitGone(t testing.TB, e *kube.Env, ns, name string) {
 	t.Helper()
-	eventually(t, readyTimeout, name+" deleted", func() error {
+	wait.Eventually(t, readyTimeout, name+" deleted", func() error {
 		p, err := getPolicy(e, ns, name)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -215,7 +216,7 @@ func TestInvalidPolicy(t *testing.T) {
 	// No crash loop: the invalid policy's object and the snapshot stay put over several
 	// resync periods, and good stays Ready.
 	rv := got.ResourceVersion
-	consistently(t, 4*resync, "invalid policy left alone", func() error {
+	wait.Consistently(t, 4*resync, "invalid policy left alone", func() error {
 		p, err := getPolicy(e, ns, "bad")
 		if err != nil {
 			return err
@@ -269,7 +270,7 @@ func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 		!strings.Contains(msg, "last valid version stays enforced") {
 		t.Errorf("Ready message %q: want the field and that the last valid version stays enforced", msg)
 	}
-	consistently(t, 2*resync, "last valid entry kept", func() error {
+	wait.Consistently(t, 2*resync, "last valid entry kept", func() error {
 		_, now, err := getSnapshot(e, ns)
 		if err != nil {
 			return err

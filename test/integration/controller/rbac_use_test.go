@@ -26,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // rbacUsed is every permission the manager's code uses, as "group/resource" (or
@@ -213,7 +214,7 @@ func exerciseLifecycle(t *testing.T, e *kube.Env, ns string, rds *redistest.Serv
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, readyTimeout, "changed policy published", func() error {
+	wait.Eventually(t, readyTimeout, "changed policy published", func() error {
 		_, s, err := getSnapshot(e, ns)
 		if err != nil {
 			return err
@@ -228,20 +229,20 @@ func exerciseLifecycle(t *testing.T, e *kube.Env, ns string, rds *redistest.Serv
 		t.Fatal(err)
 	}
 	waitNoSnapshot(t, e, ns)
-	eventually(t, readyTimeout, "credentials Secret removed after the grace", func() error {
+	wait.Eventually(t, readyTimeout, "credentials Secret removed after the grace", func() error {
 		if getSecret(t, e, ns) != nil {
 			return errors.New("still there")
 		}
 		return nil
 	})
-	eventually(t, readyTimeout, "policy finalized", func() error {
+	wait.Eventually(t, readyTimeout, "policy finalized", func() error {
 		_, err := getPolicy(e, ns, "life")
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (err %w)", err)
 	})
-	eventually(t, readyTimeout, "event about the policy", func() error {
+	wait.Eventually(t, readyTimeout, "event about the policy", func() error {
 		evs, err := policyEvents(e, ns, "life")
 		if err == nil && len(evs) == 0 {
 			err = errors.New("none")
@@ -257,7 +258,7 @@ func rotateOnce(t *testing.T, e *kube.Env, ns string, rds *redistest.Server) {
 	askRotation(t, e, before, "rbac")
 	after := waitRotated(t, e, ns, before, "rbac")
 	r := &tenantRedis{servers: []*redistest.Server{rds}}
-	eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
+	wait.Eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
 		if s := getSecret(t, e, ns); s == nil || s.Annotations[controller.AnnotationRetiringHash] != "" {
 			return errors.New("the Secret still names a retiring password")
 		}
@@ -280,7 +281,7 @@ func checkLeaderElectionRole(t *testing.T, e *kube.Env, cfg *rest.Config, rds *r
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Errorf("lease %s has no holder", leaseName)
 	}
-	eventually(t, readyTimeout, "leader election event", func() error {
+	wait.Eventually(t, readyTimeout, "leader election event", func() error {
 		var list corev1.EventList
 		if err := e.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestEveryClusterPrimary: against a 3-primary Redis Cluster, a Ready policy means its
@@ -47,7 +48,7 @@ func TestEveryClusterPrimary(t *testing.T) {
 	if err := lastClient.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("SCRIPT FLUSH: %v", err)
 	}
-	eventually(t, 6*resync, "scripts reloaded on "+last.Addr(), func() error {
+	wait.Eventually(t, 6*resync, "scripts reloaded on "+last.Addr(), func() error {
 		return scriptsLoaded(ctx, lastClient)
 	})
 }
@@ -104,7 +105,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Fatal("SCRIPT FLUSH left the scripts in place; the test proves nothing")
 	}
 	start := time.Now()
-	eventually(t, 6*resync, "scripts reloaded after SCRIPT FLUSH", func() error {
+	wait.Eventually(t, 6*resync, "scripts reloaded after SCRIPT FLUSH", func() error {
 		return scriptsLoaded(ctx, rdb)
 	})
 	t.Logf("reloaded %s after SCRIPT FLUSH (resync %s)", time.Since(start).Round(time.Millisecond), resync)
@@ -112,7 +113,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Errorf("ratelimit_script_loads_total grew by %v", loads)
 	}
 	// The repair is told once per namespace, on its snapshot ConfigMap.
-	eventually(t, 10*time.Second, "a ScriptsReloaded event on the snapshot", func() error {
+	wait.Eventually(t, 10*time.Second, "a ScriptsReloaded event on the snapshot", func() error {
 		var list eventsv1.EventList
 		if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err

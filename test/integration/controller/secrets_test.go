@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestSecretNeverLeaks: the Redis password reaches Redis and nothing else. The manager binary
@@ -44,7 +45,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 
 	// Phase 1: wrong password.
 	bad := credentialsDir(t, "default", wrong)
-	metrics1 := freeLoopback(t)
+	metrics1 := wait.FreeAddr(t)
 	m1 := startBinManager(t, kubeconfig, verboseArgs(rds.Addr(), bad, metrics1)...)
 	for i, name := range names {
 		create(t, e, newPolicy(ns, name, int64(10+i)))
@@ -58,7 +59,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 
 	// Phase 2: the right password.
 	good := credentialsDir(t, "default", password)
-	metrics2 := freeLoopback(t)
+	metrics2 := wait.FreeAddr(t)
 	m2 := startBinManager(t, kubeconfig, verboseArgs(rds.Addr(), good, metrics2)...)
 	for _, name := range names {
 		waitReady(t, e, ns, name)
@@ -141,7 +142,7 @@ func secretForms(secrets map[string]string) map[string]string {
 // scrapeMetrics reads the manager's plain-HTTP /metrics and checks it is the operator's.
 func scrapeMetrics(t testing.TB, m *binManager, addr string) string {
 	t.Helper()
-	m.waitHTTP(t, "http://"+addr+"/metrics")
+	wait.HTTPStatus(t, nil, "http://"+addr+"/metrics", http.StatusOK, 60*time.Second, m.gone)
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape metrics: %v", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestHandEditedSnapshot: the snapshot ConfigMap is the controller's: an edit of its data,
@@ -73,7 +74,7 @@ func TestHandEditedSnapshot(t *testing.T) {
 // waitCanonical waits until the namespace's ConfigMap is exactly what the controller writes.
 func waitCanonical(t testing.TB, e *kube.Env, ns, data, version, when string) {
 	t.Helper()
-	eventually(t, readyTimeout, "snapshot restored "+when, func() error {
+	wait.Eventually(t, readyTimeout, "snapshot restored "+when, func() error {
 		cm, _, err := getSnapshot(e, ns)
 		if err != nil {
 			return err
@@ -143,7 +144,7 @@ func TestDeterminism(t *testing.T) {
 	before := policyVersions(t, e, ns)
 	events := eventTotal(t, e, ns)
 	restartShared(t)
-	consistently(t, 2*time.Second, "after a controller restart", func() error {
+	wait.Consistently(t, 2*time.Second, "after a controller restart", func() error {
 		if err := unchanged(e, ns, data, rv); err != nil {
 			return err
 		}
@@ -197,7 +198,7 @@ func checkBuild(t *testing.T, e *kube.Env, ns string, redis snapshot.Redis, data
 
 func checkUnchanged(t testing.TB, e *kube.Env, ns, data, rv, when string) {
 	t.Helper()
-	consistently(t, 4*resync, "snapshot "+when, func() error { return unchanged(e, ns, data, rv) })
+	wait.Consistently(t, 4*resync, "snapshot "+when, func() error { return unchanged(e, ns, data, rv) })
 }
 
 func unchanged(e *kube.Env, ns, data, rv string) error {
@@ -371,7 +372,7 @@ func TestCoalescing(t *testing.T) {
 	created := time.Since(start)
 	waitSnapshot(t, e, ns, names...)
 	published := time.Since(start)
-	eventually(t, 60*time.Second, "all policies Ready", func() error { return allReady(e, n, client.InNamespace(ns)) })
+	wait.Eventually(t, 60*time.Second, "all policies Ready", func() error { return allReady(e, n, client.InNamespace(ns)) })
 	ready := time.Since(start)
 	// Let stragglers land before counting.
 	time.Sleep(4 * resync)

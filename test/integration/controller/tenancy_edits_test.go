@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestTenantSecretEdits: a credentials Secret deleted by hand comes back with a new
@@ -36,7 +37,7 @@ func TestTenantSecretEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := waitReplaced(t, e, ns, first)
-	eventually(t, readyTimeout, "only the recreated Secret's password", func() error {
+	wait.Eventually(t, readyTimeout, "only the recreated Secret's password", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, string(second.Data["password"]))
 	})
 
@@ -46,7 +47,7 @@ func TestTenantSecretEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := waitReplaced(t, e, ns, edited)
-	eventually(t, readyTimeout, "only the fresh password", func() error {
+	wait.Eventually(t, readyTimeout, "only the fresh password", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, string(third.Data["password"]))
 	})
 
@@ -59,7 +60,7 @@ func TestTenantSecretEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, e, foreign, "api")
-	consistently(t, tenantGrace+time.Second, "the copied Secret stays after the last policy", func() error {
+	wait.Consistently(t, tenantGrace+time.Second, "the copied Secret stays after the last policy", func() error {
 		s := getSecret(t, e, foreign)
 		if s == nil || string(s.Data["password"]) != "the-shared-one" {
 			return fmt.Errorf("the copied Secret is gone or changed: %v", s)
@@ -84,7 +85,7 @@ func waitReplaced(t *testing.T, e *kube.Env, ns string, prev *corev1.Secret) *co
 // says why, and Redis has no user for the namespace.
 func checkForeignUntouched(ctx context.Context, t *testing.T, e *kube.Env, r *tenantRedis, ns string) {
 	t.Helper()
-	eventually(t, readyTimeout, "SecretNotManaged event", func() error {
+	wait.Eventually(t, readyTimeout, "SecretNotManaged event", func() error {
 		var list eventsv1.EventList
 		if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err

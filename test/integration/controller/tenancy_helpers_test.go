@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -110,7 +111,7 @@ func getSecret(t testing.TB, e *kube.Env, ns string) *corev1.Secret {
 func waitSecret(t testing.TB, e *kube.Env, ns, what string, ok func(*corev1.Secret) error) *corev1.Secret {
 	t.Helper()
 	var s *corev1.Secret
-	eventually(t, readyTimeout, "Secret of "+ns+": "+what, func() error {
+	wait.Eventually(t, readyTimeout, "Secret of "+ns+": "+what, func() error {
 		if s = getSecret(t, e, ns); s == nil {
 			return errors.New("no Secret")
 		}

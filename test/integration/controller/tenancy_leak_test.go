@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestTenantPasswordsNeverLeak: the per-namespace passwords reach the namespace's Secret
@@ -19,7 +20,7 @@ func TestTenantPasswordsNeverLeak(t *testing.T) {
 	e := suite(t)
 	r := standaloneTenantRedis(t)
 	ns := kube.NewNamespace(t, e, "leak-")
-	metrics := freeLoopback(t)
+	metrics := wait.FreeAddr(t)
 	args := append(verboseArgs(r.servers[0].Addr(), credentialsDir(t, tenantAdmin, tenantAdminPassword), metrics),
 		"--redis-tenant-users", "--redis-tenant-password-grace", tenantGrace.String())
 	m := startBinManager(t, writeKubeconfig(t, e.Config, ""), args...)
@@ -28,7 +29,7 @@ func TestTenantPasswordsNeverLeak(t *testing.T) {
 	first := waitCredentials(t, e, ns)
 	askRotation(t, e, first, "leak")
 	second := waitRotated(t, e, ns, first, "leak")
-	eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
+	wait.Eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
 		if s := getSecret(t, e, ns); s == nil || s.Annotations[controller.AnnotationRetiringHash] != "" {
 			return errors.New("not yet")
 		}

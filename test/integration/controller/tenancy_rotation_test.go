@@ -22,6 +22,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // kubelet mounts one Secret as the kubelet does (each key a link into ..data, ..data
@@ -260,14 +261,15 @@ func TestTenantRotationUnderLoad(t *testing.T) {
 	})
 	published := time.Now()
 	oldPass, newPass := string(before.Data["password"]), string(after.Data["password"])
-	eventually(t, rotationGrace+readyTimeout, "old password removed from Redis", func() error {
+	wait.Eventually(t, rotationGrace+readyTimeout, "old password removed from Redis", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, newPass)
 	})
 	removed := time.Now()
 	connsAtRemoval := ld.ramp.PoolStats().TotalConns
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline) && ld.ramp.PoolStats().TotalConns < connsAtRemoval+3; {
-		time.Sleep(100 * time.Millisecond) // until the growing client has dialled a few connections
-	}
+	// Until the growing client has dialled a few connections; the checks below say if it did not.
+	_ = wait.Poll(8*time.Second, 100*time.Millisecond, wait.Cond(func() bool {
+		return ld.ramp.PoolStats().TotalConns >= connsAtRemoval+3
+	}))
 	time.Sleep(500 * time.Millisecond)
 	counts := ld.finish()
 	newConns := ld.ramp.PoolStats().TotalConns - connsAtRemoval
@@ -350,14 +352,14 @@ func TestTenantRotationAcrossRestart(t *testing.T) {
 	}
 	defer m2.stop()
 	askRotation(t, e, rotated, "second") // during the grace: waits
-	consistently(t, time.Until(retireAfter)-500*time.Millisecond, "both passwords accepted during the grace", func() error {
+	wait.Consistently(t, time.Until(retireAfter)-500*time.Millisecond, "both passwords accepted during the grace", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, oldPass, newPass)
 	})
 	third := waitRotated(t, e, ns, rotated, "second")
 	if made, err := time.Parse(time.RFC3339, third.Annotations[controller.AnnotationPasswordCreated]); err != nil || made.Before(retireAfter) {
 		t.Fatalf("second rotation made its password at %v (%v), before the first one's grace ended at %v", made, err, retireAfter)
 	}
-	eventually(t, grace+readyTimeout, "only the third password after its grace", func() error {
+	wait.Eventually(t, grace+readyTimeout, "only the third password after its grace", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, string(third.Data["password"]))
 	})
 	waitRotated(t, e, ns, third, "second") // the period: no new request
@@ -368,7 +370,7 @@ func TestTenantRotationAcrossRestart(t *testing.T) {
 func waitRotated(t *testing.T, e *kube.Env, ns string, prev *corev1.Secret, handled string) *corev1.Secret {
 	t.Helper()
 	var s *corev1.Secret
-	eventually(t, time.Minute, "password rotated", func() error {
+	wait.Eventually(t, time.Minute, "password rotated", func() error {
 		if s = getSecret(t, e, ns); s == nil || bytes.Equal(s.Data["password"], prev.Data["password"]) {
 			return fmt.Errorf("not rotated")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // tenantGrace is the password grace of most tenancy tests: long enough to observe, short
@@ -47,7 +48,7 @@ func TestTenantUsersLifecycle(t *testing.T) {
 
 	r.servers[0].Restart(t)
 	start := time.Now()
-	eventually(t, 10*resync, "users back after a restart without an aclfile", func() error {
+	wait.Eventually(t, 10*resync, "users back after a restart without an aclfile", func() error {
 		for _, ns := range []string{shop, bank} {
 			if err := r.userEverywhere(ctx, t, tenantPrefix+ns, string(secrets[ns].Data["password"])); err != nil {
 				return err
@@ -99,7 +100,7 @@ func checkRemoval(ctx context.Context, t *testing.T, e *kube.Env, r *tenantRedis
 		t.Fatalf("during the grace: %v", err)
 	}
 	deleted := time.Now()
-	eventually(t, readyTimeout, "user and Secret of "+ns+" removed", func() error {
+	wait.Eventually(t, readyTimeout, "user and Secret of "+ns+" removed", func() error {
 		if err := r.userNowhere(ctx, t, tenantPrefix+ns); err != nil {
 			return err
 		}
@@ -133,7 +134,7 @@ func TestTenantUsersCluster(t *testing.T) {
 	}
 	s := waitCredentials(t, e, ns)
 	keep := waitCredentials(t, e, other)
-	eventually(t, readyTimeout, "user on every node", func() error {
+	wait.Eventually(t, readyTimeout, "user on every node", func() error {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, string(s.Data["password"]))
 	})
 	l := newSidecarLimiter(t, r.sidecarClient(t, mountSecret(t, s)), true)

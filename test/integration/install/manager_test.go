@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"net"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestManagerServesProbes runs the real manager binary against the envtest API server and
@@ -21,7 +22,7 @@ import (
 // cleanly on SIGTERM.
 func TestManagerServesProbes(t *testing.T) {
 	bin, kubeconfig := managerWithKubeconfig(t)
-	probe, metrics := freeAddr(t), freeAddr(t)
+	probe, metrics := wait.FreeAddr(t), wait.FreeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metrics,
@@ -99,44 +100,21 @@ func buildManager(t *testing.T, dir string) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-// waitHTTP polls url until it answers want, the process exits, or 60s pass.
+// waitHTTP polls url until it answers want, failing when the process exits or 60s pass.
 func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
 	t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// The metrics certificate is self-signed; this test checks auth, not the chain.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
+	wait.HTTPStatus(t, hc, url, want, 60*time.Second, func() error {
 		select {
 		case err := <-exited:
-			t.Fatalf("manager exited early (%v) while waiting for %s", err, url)
+			return fmt.Errorf("manager %w", wait.Exit(err))
 		default:
+			return nil
 		}
-		resp, err := hc.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered %d; last: %s", url, want, last)
+	})
 }
 
 // TestManagerRefusesABadKeyPrefix: a key prefix that cannot keep namespaces apart (here one
@@ -144,7 +122,7 @@ func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
 // would share keys) stops the manager at start-up, naming the flag.
 func TestManagerRefusesABadKeyPrefix(t *testing.T) {
 	bin, kubeconfig := managerWithKubeconfig(t)
-	out, err := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", freeAddr(t),
+	out, err := exec.Command(bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", wait.FreeAddr(t),
 		"--metrics-bind-address", "0", "--webhooks=false", "--redis-addrs", "127.0.0.1:1", "--key-prefix", "rl").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--key-prefix") {
 		t.Fatalf("manager with --key-prefix rl: err %v, output:\n%s\nwant an exit naming --key-prefix", err, out)

@@ -26,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // WithWebhookConfigs is a Start option that installs the webhook configurations of
@@ -108,20 +109,22 @@ func waitTLS(addr string, caPEM []byte, exited <-chan error, timeout time.Durati
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	dialer := &net.Dialer{Timeout: time.Second}
-	var last error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	err := wait.Poll(timeout, 100*time.Millisecond, func() error {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("manager exited before the webhook server came up: %w", err)
+			return wait.Abort(fmt.Errorf("manager exited before the webhook server came up: %w", err))
 		default:
 		}
 		conn, err := tls.DialWithDialer(dialer, "tcp", addr, cfg)
-		if err == nil {
-			return conn.Close()
+		if err != nil {
+			return err
 		}
-		last = err
+		return conn.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("webhook server %s did not answer TLS: %w", addr, err)
 	}
-	return fmt.Errorf("webhook server %s did not answer TLS within %s: %w", addr, timeout, last)
+	return nil
 }
 
 // WarningLog collects the API server's warnings (HTTP Warning headers, code 299).

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const formPollInterval = 50 * time.Millisecond
@@ -23,13 +25,13 @@ func (c *Cluster) form(replicas int) error {
 	if err := c.meet(); err != nil {
 		return fmt.Errorf("join nodes: %w", err)
 	}
-	if err := poll(time.Until(deadline), formPollInterval, c.allNodesKnown); err != nil {
+	if err := wait.Poll(time.Until(deadline), formPollInterval, c.allNodesKnown); err != nil {
 		return fmt.Errorf("join nodes: %w", err)
 	}
 	if err := c.attachReplicas(replicas); err != nil {
 		return fmt.Errorf("attach replicas: %w", err)
 	}
-	if err := poll(time.Until(deadline), formPollInterval, c.healthy); err != nil {
+	if err := wait.Poll(time.Until(deadline), formPollInterval, c.healthy); err != nil {
 		return fmt.Errorf("wait for a healthy cluster: %w", err)
 	}
 	return nil

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // ServerBinEnv names the environment variable that overrides the redis-server binary path.
@@ -103,35 +102,6 @@ func parseVersion(out string) (major, minor int, err error) {
 		return maj, mnr, nil
 	}
 	return 0, 0, fmt.Errorf("no version in %q", strings.TrimSpace(out))
-}
-
-// abortError makes poll give up at once instead of retrying.
-type abortError struct{ err error }
-
-func (e abortError) Error() string { return e.err.Error() }
-func (e abortError) Unwrap() error { return e.err }
-
-// abort wraps err so that poll returns it without retrying.
-func abort(err error) error { return abortError{err: err} }
-
-// poll calls check every interval until it returns nil, returns an error from abort, or
-// timeout elapses; then it returns the last error from check.
-func poll(timeout, interval time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var ab abortError
-		if errors.As(err, &ab) {
-			return ab.err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %s: %w", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // tailFile returns the last n lines of the file at path, or a note why it could not be read.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // StartReplica starts a server that replicates primary and waits (up to 30 s) until its
@@ -22,7 +24,7 @@ func StartReplica(t testing.TB, primary *Server, opts ...Option) *Server {
 	if _, err := do(r, "REPLICAOF", Host, primary.Port()); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	err := poll(formTimeout, formPollInterval, func() error {
+	err := wait.Poll(formTimeout, formPollInterval, func() error {
 		info, err := text(r, "INFO", "replication")
 		if err != nil {
 			return err
@@ -96,9 +98,9 @@ func (s *Sentinel) Client() *redis.SentinelClient {
 func (s *Sentinel) waitKnown(masterName string, primary *Server) error {
 	sc := s.Client()
 	defer func() { _ = sc.Close() }()
-	return poll(formTimeout, formPollInterval, func() error {
+	return wait.Poll(formTimeout, formPollInterval, func() error {
 		if s.proc.exited() {
-			return abort(fmt.Errorf("sentinel exited: %w\n%s", s.proc.err, s.proc.output.String()))
+			return wait.Abort(fmt.Errorf("sentinel exited: %w\n%s", s.proc.err, s.proc.output.String()))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 		defer cancel()

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -172,10 +174,10 @@ func (s *Server) Restart(t testing.TB) {
 	if err := s.stop(stopGrace); err != nil {
 		t.Fatalf("redistest: restart %s: %v", s.Addr(), err)
 	}
-	err := poll(restartTimeout, 100*time.Millisecond, func() error {
+	err := wait.Poll(restartTimeout, 100*time.Millisecond, func() error {
 		err := s.launchAndWait()
 		if err != nil && !errors.Is(err, errPortInUse) {
-			return abort(err)
+			return wait.Abort(err)
 		}
 		return err
 	})
@@ -330,9 +332,9 @@ func (s *Server) waitReady(p *process) error {
 	opts.MaxRetries, opts.PoolSize = -1, 1
 	c := redis.NewClient(opts)
 	defer func() { _ = c.Close() }()
-	return poll(startTimeout, pollInterval, func() error {
+	return wait.Poll(startTimeout, pollInterval, func() error {
 		if p.exited() {
-			return abort(fmt.Errorf("redis-server exited: %w", p.err))
+			return wait.Abort(fmt.Errorf("redis-server exited: %w", p.err))
 		}
 		// Probe the port first: go-redis logs every failed dial, which is noise here.
 		conn, err := net.DialTimeout("tcp", s.Addr(), time.Second)
@@ -417,13 +419,9 @@ var (
 // of this test binary has used.
 func freePort() (int, error) {
 	for range 100 {
-		l, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
+		port, err := wait.FreePort()
 		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if err := l.Close(); err != nil {
-			return 0, fmt.Errorf("release port %d: %w", port, err)
+			return 0, err
 		}
 		portsMu.Lock()
 		taken := portsUsed[port]
