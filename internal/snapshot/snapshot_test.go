@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 const testNamespace = "shop"
@@ -19,18 +18,9 @@ const testNamespace = "shop"
 // apiPolicy is a valid stored policy (as the API server would hold it without the webhook):
 // per API key, requests per period on /api, with the given algorithm.
 func apiPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.Duration) *v1alpha1.RateLimitPolicy {
-	return &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api/" + name}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   alg,
-			Limits:      []v1alpha1.Limit{{Name: "per-period", Requests: requests, Period: metav1.Duration{Duration: period}}},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
+	return policytest.New(testNamespace, name, policytest.Paths("/api/"+name),
+		policytest.OnMissing(v1alpha1.MissingIdentityShared), policytest.Algorithm(alg),
+		policytest.Limit("per-period", requests, period), policytest.FailureMode(v1alpha1.FailureModeFailOpen))
 }
 
 // entry compiles a stored policy the way the controller does (defaults in memory).

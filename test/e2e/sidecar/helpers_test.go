@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -24,18 +23,8 @@ const namespace = "shop"
 
 // keyPolicy limits requests per minute per X-API-Key on /api.
 func keyPolicy(name string, requests int64) *v1alpha1.RateLimitPolicy {
-	return &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   v1alpha1.AlgorithmTokenBucket,
-			Limits:      []v1alpha1.Limit{{Name: "per-minute", Requests: requests, Period: metav1.Duration{Duration: time.Minute}}},
-			FailureMode: v1alpha1.FailureModeFailClosed,
-		},
-	}
+	return policytest.New(namespace, name, policytest.OnMissing(v1alpha1.MissingIdentityShared),
+		policytest.Limit("per-minute", requests, time.Minute), policytest.FailureMode(v1alpha1.FailureModeFailClosed))
 }
 
 // document is a sealed snapshot of policies, compiled as the controller does.

@@ -14,6 +14,7 @@ import (
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 // TestDiscovery checks what kubectl learns from discovery: the short name rlp, the ratelimit
@@ -123,18 +124,8 @@ func TestStatusSubresource(t *testing.T) {
 }
 
 func typedPolicy(ns, name string) *policyv1alpha1.RateLimitPolicy {
-	return &policyv1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: policyv1alpha1.RateLimitPolicySpec{
-			Match: policyv1alpha1.Match{HTTP: []policyv1alpha1.HTTPMatch{{PathPrefixes: []string{"/"}}}},
-			Identity: policyv1alpha1.Identity{Sources: []policyv1alpha1.IdentitySource{
-				{Type: policyv1alpha1.IdentityClientIP},
-			}},
-			Algorithm: policyv1alpha1.AlgorithmTokenBucket,
-			Limits: []policyv1alpha1.Limit{{Name: "per-second", Requests: 10,
-				Period: metav1.Duration{Duration: 1e9}}},
-		},
-	}
+	return policytest.New(ns, name, policytest.Paths("/"),
+		policytest.Sources(policyv1alpha1.IdentitySource{Type: policyv1alpha1.IdentityClientIP}))
 }
 
 func readyCondition(gen int64) metav1.Condition {

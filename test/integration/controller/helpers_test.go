@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -37,18 +38,7 @@ func ctxFor(t testing.TB) context.Context {
 // newPolicy is a valid policy as a user without the webhook would store it: no keyLayout
 // (the controller defaults it in memory), TokenBucket, requests per second per API key.
 func newPolicy(ns, name string, requests int64) *v1alpha1.RateLimitPolicy {
-	return &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api/" + name}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}},
-			Algorithm: v1alpha1.AlgorithmTokenBucket,
-			Limits: []v1alpha1.Limit{{Name: "per-second", Requests: requests,
-				Period: metav1.Duration{Duration: time.Second}}},
-		},
-	}
+	return policytest.New(ns, name, policytest.Paths("/api/"+name), policytest.Requests(requests))
 }
 
 func create(t testing.TB, e *kube.Env, objs ...client.Object) {

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 // The webhook names from config/webhook/manifests.yaml, as the API server quotes them.
@@ -26,19 +25,7 @@ const (
 // basePolicy is valid and draws no warning: per API key, TokenBucket 10/s with bursts of 20
 // (horizon 2s), on /api, with no key layout so the webhook defaults it.
 func basePolicy(ns, name string) *policyv1alpha1.RateLimitPolicy {
-	burst := int64(20)
-	return &policyv1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: policyv1alpha1.RateLimitPolicySpec{
-			Match: policyv1alpha1.Match{HTTP: []policyv1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
-			Identity: policyv1alpha1.Identity{Sources: []policyv1alpha1.IdentitySource{
-				{Type: policyv1alpha1.IdentityHeader, Header: &policyv1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}},
-			Algorithm: policyv1alpha1.AlgorithmTokenBucket,
-			Limits: []policyv1alpha1.Limit{{Name: "per-second", Requests: 10,
-				Period: metav1.Duration{Duration: time.Second}, Burst: &burst}},
-		},
-	}
+	return policytest.New(ns, name, policytest.Burst(20))
 }
 
 // assertCause checks that err is the validating webhook's Invalid answer with a cause on
