@@ -42,8 +42,6 @@ func limit(name string, requests int64, period time.Duration, burst int64) v1alp
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
-func ptr[T any](v T) *T { return &v }
-
 // layout sets the key layout; empty strings and a zero ttl leave those fields unset.
 func layout(p *v1alpha1.RateLimitPolicy, state, idem string, ttl time.Duration) {
 	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: state, Idempotency: idem}
