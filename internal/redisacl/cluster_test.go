@@ -45,10 +45,10 @@ func TestClusterUsers(t *testing.T) {
 	}
 	t.Run("own checks", func(t *testing.T) {
 		ca := client(t, redisconn.ModeCluster, cl.Addrs()[:1], a.Name, pa)
-		if errs := exercise(ctx, t, ca, "a", flushScripts(cl.Primaries()...)); len(errs) > 0 {
+		if errs := exercise(ctx, ca, "a", redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
 			t.Fatalf("a's checks on Cluster: %v", errors.Join(errs...))
 		}
-		if log := aclLog(ctx, t, cl.Nodes()...); len(log) > 0 {
+		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); len(log) > 0 {
 			t.Fatalf("ACL LOG has refusals %v", log)
 		}
 	})
@@ -67,7 +67,7 @@ func TestClusterUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range cl.Nodes() {
-			if getUser(ctx, t, n, a.Name) != nil {
+			if n.PasswordHashes(ctx, t, a.Name) != nil {
 				t.Errorf("%s still holds %s", n.Addr(), a.Name)
 			}
 		}
@@ -89,8 +89,8 @@ func checkClusterGrants(ctx context.Context, t *testing.T, cl *redistest.Cluster
 		}
 		resetACLLog(ctx, t, cl.Nodes()...)
 		c := client(t, redisconn.ModeCluster, cl.Addrs()[:1], user.Name, p)
-		errs := exercise(ctx, t, c, ns, flushScripts(cl.Primaries()...))
-		if log := aclLog(ctx, t, cl.Nodes()...); !slices.Contains(log, "command:"+cmd) {
+		errs := exercise(ctx, c, ns, redistest.FlushScripts(cl.Primaries()...))
+		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG %v (errors %v); want %s refused", cmd, log, errs, cmd)
 		}
 		if err := u.Delete(ctx, user.Name); err != nil {
@@ -118,8 +118,8 @@ func checkAdminClusterGrant(ctx context.Context, t *testing.T, cl *redistest.Clu
 	for _, user := range []string{adminUser, copyUser} {
 		resetACLLog(ctx, t, cl.Nodes()...)
 		u, c := asUser(t, redisconn.ModeCluster, cl.Addrs()[:1], user, adminPassword)
-		errs := managerWork(ctx, c, u, flushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]))
-		log := aclLog(ctx, t, cl.Nodes()...)
+		errs := managerWork(ctx, c, u, redistest.FlushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]))
+		log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...)
 		switch {
 		case user == adminUser && (len(errs) > 0 || len(log) > 0):
 			t.Errorf("manager work on Cluster as %s: errors %v, ACL LOG %v", user, errors.Join(errs...), log)

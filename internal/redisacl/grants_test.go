@@ -35,8 +35,8 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		resetACLLog(ctx, t, srv)
-		errs := exercise(ctx, t, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, flushScripts(srv))
-		if log := aclLog(ctx, t, srv); !slices.Contains(log, "command:"+cmd) {
+		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, redistest.FlushScripts(srv))
+		if log := redistest.ACLRefusals(ctx, t, "", srv); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG has %v (errors: %v); want %s refused", cmd, log, errs, cmd)
 		}
 	}
@@ -69,7 +69,7 @@ func TestTenantSelect(t *testing.T) {
 	if err := u.Ensure(ctx, user); err != nil {
 		t.Fatal(err)
 	}
-	if errs := exercise(ctx, t, c, "db1", flushScripts(srv)); len(errs) > 0 {
+	if errs := exercise(ctx, c, "db1", redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("database 1 with SidecarCommands(false, 1): %v", errors.Join(errs...))
 	}
 }
@@ -151,8 +151,8 @@ func TestAdminACL(t *testing.T) {
 			}))
 			u, admin := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
 			ctx := testCtx(t)
-			errs := managerWork(ctx, admin, u, flushScripts(srv), deleteUsers(prefix+"work", srv))
-			log := aclLog(ctx, t, srv)
+			errs := managerWork(ctx, admin, u, redistest.FlushScripts(srv), deleteUsers(prefix+"work", srv))
+			log := redistest.ACLRefusals(ctx, t, "", srv)
 			switch {
 			case drop == "" && (len(errs) > 0 || len(log) > 0):
 				t.Fatalf("manager work as %s: errors %v, ACL LOG %v", adminUser, errors.Join(errs...), log)

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -34,7 +36,7 @@ func TestSentinelUsers(t *testing.T) {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
 	}
 	sidecar := client(t, redisconn.ModeSentinel, []string{sentinel.Addr()}, a.Name, pa)
-	if errs := checkAll(ctx, t, sidecar, "a"); len(errs) > 0 {
+	if errs := limitercheck.All(ctx, sidecar, "a", limiter.FailClosed); len(errs) > 0 {
 		t.Fatalf("a's checks through the Sentinel: %v", errs)
 	}
 	l := newLimiter(t, sidecar)
@@ -55,27 +57,9 @@ func TestSentinelUsers(t *testing.T) {
 
 	primary.Restart(t) // the old primary, now to be a replica: back without users
 	waitRepairedOn(ctx, t, u, []*redistest.Server{replica, primary}, a)
-	if refused := refusalsOf(ctx, t, adminUser, replica, primary); len(refused) > 0 {
+	if refused := redistest.ACLRefusals(ctx, t, adminUser, replica, primary); len(refused) > 0 {
 		t.Errorf("Redis refused the administrative user: %v", refused)
 	}
-}
-
-// refusalsOf are the nodes' ACL LOG entries of user.
-func refusalsOf(ctx context.Context, t *testing.T, user string, nodes ...*redistest.Server) []string {
-	t.Helper()
-	var out []string
-	for _, n := range nodes {
-		entries, err := n.Client().ACLLog(ctx, 1000).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if e.Username == user {
-				out = append(out, n.Addr()+" "+e.Reason+":"+e.Object)
-			}
-		}
-	}
-	return out
 }
 
 // waitNamed waits until the Sentinel names n as the primary.

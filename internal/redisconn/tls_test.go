@@ -232,7 +232,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	c := newClient(t, o)
 	ctx := testCtx(t)
-	if errs := exercise(ctx, c, flushScripts(cl.Primaries()...)); len(errs) > 0 {
+	if errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
 		t.Fatalf("operator paths on Cluster over TLS: %v", errors.Join(errs...))
 	}
 	for i, n := range cl.Primaries() {

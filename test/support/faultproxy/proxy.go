@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Action is what a Fault does to a command it selects.
@@ -300,13 +302,4 @@ func (p *Proxy) count(name string) {
 }
 
 // sleep waits d, or less if the proxy closes; it reports whether it waited all of d.
-func (p *Proxy) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-p.done:
-		return false
-	}
-}
+func (p *Proxy) sleep(d time.Duration) bool { return !wait.Closed(p.done, d) }

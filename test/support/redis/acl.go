@@ -1,13 +1,18 @@
 package redistest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ACLUser makes one user line of an ACL conf fragment usable: its password placeholder
@@ -70,4 +75,60 @@ func aclLine(t testing.TB, path, name string, rules []string, u ACLUser) string 
 		rules = u.Edit(rules)
 	}
 	return strings.Join(append([]string{"user", name}, rules...), " ")
+}
+
+// PasswordHashes are the password hashes (SHA-256, hex) s holds for user, sorted, read as
+// the default user: nil when s has no such user, empty when it has one without a password.
+func (s *Server) PasswordHashes(ctx context.Context, t testing.TB, user string) []string {
+	t.Helper()
+	v, err := s.Client().Do(ctx, "ACL", "GETUSER", user).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("redistest: %s ACL GETUSER %s: %v", s.Addr(), user, err)
+	}
+	m, ok := v.(map[any]any)
+	if !ok {
+		t.Fatalf("redistest: %s ACL GETUSER %s: reply %T", s.Addr(), user, v)
+	}
+	list, _ := m["passwords"].([]any)
+	out := []string{}
+	for _, h := range list {
+		out = append(out, fmt.Sprint(h))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ACLRefusals are the servers' ACL LOG entries, read as the default user, as
+// "<reason>:<object>": only those of user, or of every user when user is "".
+func ACLRefusals(ctx context.Context, t testing.TB, user string, servers ...*Server) []string {
+	t.Helper()
+	var out []string
+	for _, s := range servers {
+		entries, err := s.Client().ACLLog(ctx, 1000).Result()
+		if err != nil {
+			t.Fatalf("redistest: %s ACL LOG: %v", s.Addr(), err)
+		}
+		for _, e := range entries {
+			if user == "" || e.Username == user {
+				out = append(out, e.Reason+":"+e.Object)
+			}
+		}
+	}
+	return out
+}
+
+// FlushScripts returns a function that empties the servers' script caches, as the default
+// user (SCRIPT FLUSH), as a test does to make the limiter fall back to EVAL.
+func FlushScripts(servers ...*Server) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, s := range servers {
+			if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", s.Addr(), err)
+			}
+		}
+		return nil
+	}
 }

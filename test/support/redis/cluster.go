@@ -3,7 +3,6 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,8 +41,7 @@ type Cluster struct {
 	replicas  []*Server // replicas of primary i at [i*r, (i+1)*r)
 	password  string
 
-	mu      sync.Mutex
-	clients []*redis.ClusterClient
+	clients closers[*redis.ClusterClient]
 }
 
 // StartCluster starts primaries primary nodes (and, with WithReplicas, r replicas per
@@ -69,7 +67,7 @@ func StartCluster(t testing.TB, primaries int, opts ...ClusterOption) *Cluster {
 		c.replicas = append(c.replicas, StartServer(t, nodeOpts...))
 	}
 	c.password = c.primaries[0].cfg.password
-	t.Cleanup(c.closeClients)
+	t.Cleanup(c.clients.closeAll)
 	if err := c.form(cfg.replicas); err != nil {
 		t.Fatalf("redistest: form cluster of %d primaries with %d replicas each: %v\n%s",
 			primaries, cfg.replicas, err, c.describe())
@@ -120,11 +118,7 @@ func (c *Cluster) ClusterOptions() *redis.ClusterOptions {
 
 // Client returns a new go-redis cluster client; it is closed when the test ends.
 func (c *Cluster) Client() *redis.ClusterClient {
-	cc := redis.NewClusterClient(c.ClusterOptions())
-	c.mu.Lock()
-	c.clients = append(c.clients, cc)
-	c.mu.Unlock()
-	return cc
+	return c.clients.add(redis.NewClusterClient(c.ClusterOptions()))
 }
 
 // PrimaryForKey asks the running nodes which node currently serves key's hash slot as
@@ -189,17 +183,6 @@ func (c *Cluster) nodeByAddr(addr string) (*Server, error) {
 		}
 	}
 	return nil, fmt.Errorf("no node of this cluster at %s", addr)
-}
-
-// closeClients closes the cluster clients handed out by Client.
-func (c *Cluster) closeClients() {
-	c.mu.Lock()
-	clients := c.clients
-	c.clients = nil
-	c.mu.Unlock()
-	for _, cc := range clients {
-		_ = cc.Close()
-	}
 }
 
 // withAdmin runs fn with a short-lived client for node n.

@@ -11,14 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // testCtx returns a context that bounds one step of a test.
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return wait.Context(t, 10*time.Second) }
 
 // requireGone fails unless the process pid no longer exists and dir was removed.
 func requireGone(t *testing.T, pid int, dir string) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -72,7 +73,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	proc    *process
-	clients []*redis.Client
+	clients closers[*redis.Client]
 }
 
 // process is one run of redis-server; done is closed once it has exited and been reaped.
@@ -142,11 +143,7 @@ func (s *Server) Options() *redis.Options {
 
 // Client returns a new go-redis client for this server; it is closed when the test ends.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(s.Options())
-	s.mu.Lock()
-	s.clients = append(s.clients, c)
-	s.mu.Unlock()
-	return c
+	return s.clients.add(redis.NewClient(s.Options()))
 }
 
 // Kill sends SIGKILL to the server's process and waits for it to exit. It does nothing if
@@ -188,13 +185,7 @@ func (s *Server) Restart(t testing.TB) {
 
 // cleanup closes the clients, stops the process by its PID and removes the directory.
 func (s *Server) cleanup() {
-	s.mu.Lock()
-	clients := s.clients
-	s.clients = nil
-	s.mu.Unlock()
-	for _, c := range clients {
-		_ = c.Close()
-	}
+	s.clients.closeAll()
 	if err := s.stop(stopGrace); err != nil {
 		s.tb.Errorf("redistest: stop %s: %v", s.Addr(), err)
 		return // keep the directory for inspection
@@ -399,14 +390,30 @@ func (p *process) exited() bool {
 }
 
 // wait waits up to d for the process to exit and reports whether it did.
-func (p *process) wait(d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-timer.C:
-		return false
+func (p *process) wait(d time.Duration) bool { return wait.Closed(p.done, d) }
+
+// closers are the clients a Server or Cluster handed out, closed when the test ends.
+type closers[C io.Closer] struct {
+	mu   sync.Mutex
+	list []C
+}
+
+// add keeps c for closeAll and returns it.
+func (cs *closers[C]) add(c C) C {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.list = append(cs.list, c)
+	return c
+}
+
+// closeAll closes every client kept so far.
+func (cs *closers[C]) closeAll() {
+	cs.mu.Lock()
+	list := cs.list
+	cs.list = nil
+	cs.mu.Unlock()
+	for _, c := range list {
+		_ = c.Close()
 	}
 }
 

@@ -4,6 +4,7 @@
 package wait
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,13 @@ import (
 	"testing"
 	"time"
 )
+
+// Context is a context that times out after d and is cancelled when the test ends.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // abortError makes Poll give up at once instead of retrying.
 type abortError struct{ err error }
@@ -78,6 +86,18 @@ func Consistently(t testing.TB, d time.Duration, what string, check func() error
 		if err := check(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
+	}
+}
+
+// Closed waits up to d for done to be closed and reports whether it was.
+func Closed(done <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
 	}
 }
 
