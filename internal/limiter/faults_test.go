@@ -132,16 +132,7 @@ func TestRedisKilled(t *testing.T) {
 			}
 
 			srv.Restart(t)
-			took, err := waitFor(10*time.Second, 10*time.Millisecond, func() error {
-				if d := l.Check(context.Background(), p, Request{Identity: "recovered"}); d.Source != SourceRedis {
-					return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("no decision from Redis after the restart: %v", err)
-			}
-			t.Logf("%s: decisions from Redis again %s after the restart", mode, took.Round(time.Millisecond))
+			waitRedisAgain(t, l, p, "recovered", 10*time.Second, "no decision from Redis after the restart")
 			for range 20 {
 				mustCheck(t, l, p, Request{Identity: "recovered"})
 			}
@@ -327,12 +318,7 @@ func TestStalledRedisTimeout(t *testing.T) {
 				}
 			}
 			// Bounded: the pause ends after 1 s and Redis answers again.
-			if took, err := waitFor(5*time.Second, 20*time.Millisecond, func() error {
-				if d := l.Check(context.Background(), p, Request{Identity: "a"}); d.Source != SourceRedis {
-					return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-				}
-				return nil
-			}); err != nil {
+			if took, err := waitFor(5*time.Second, 20*time.Millisecond, byRedis(l, p, "a")); err != nil {
 				t.Fatalf("after the pause (started %s ago): %v", time.Since(paused).Round(time.Millisecond), err)
 			} else {
 				t.Logf("decisions from Redis again %s after the pause started (polled for %s)",
@@ -372,14 +358,5 @@ func TestBreakerRecoversAfterCanceledProbe(t *testing.T) {
 	}
 
 	srv.Restart(t)
-	took, err := waitFor(5*time.Second, 10*time.Millisecond, func() error {
-		if d := l.Check(context.Background(), p, Request{Identity: "a"}); d.Source != SourceRedis {
-			return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Redis is back, but the Limiter never asks it again after a canceled probe: %v", err)
-	}
-	t.Logf("decisions from Redis again %s after the restart", took.Round(time.Millisecond))
+	waitRedisAgain(t, l, p, "a", 5*time.Second, "Redis is back, but the Limiter never asks it again after a canceled probe")
 }

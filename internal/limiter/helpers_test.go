@@ -64,6 +64,17 @@ func newLimiter(t testing.TB, rdb redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// eachAlgorithm runs f as a subtest per algorithm, each with a limiter (default options) on
+// one standalone server shared by them.
+func eachAlgorithm(t *testing.T, f func(t *testing.T, l *Limiter, alg Algorithm)) {
+	t.Helper()
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) { f(t, l, alg) })
+	}
+}
+
 // mustCheck runs a check that must be answered by Redis itself.
 func mustCheck(t testing.TB, l *Limiter, p *Policy, r Request) Decision {
 	t.Helper()

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,6 +243,28 @@ func waitFor(timeout, interval time.Duration, cond func() error) (time.Duration,
 	start := time.Now()
 	err := wait.Poll(timeout, interval, cond)
 	return time.Since(start), err
+}
+
+// byRedis is a waitFor condition: a check of p for identity that Redis decided.
+func byRedis(l *Limiter, p *Policy, identity string) func() error {
+	return func() error {
+		if d := l.Check(context.Background(), p, Request{Identity: identity}); d.Source != SourceRedis {
+			return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
+		}
+		return nil
+	}
+}
+
+// waitRedisAgain waits up to timeout for l to have Redis decide a check of p for identity
+// after Redis came back and logs how long that took; it fails the test with stuck when it
+// did not happen.
+func waitRedisAgain(t *testing.T, l *Limiter, p *Policy, identity string, timeout time.Duration, stuck string) {
+	t.Helper()
+	took, err := waitFor(timeout, 10*time.Millisecond, byRedis(l, p, identity))
+	if err != nil {
+		t.Fatalf("%s: %v", stuck, err)
+	}
+	t.Logf("decisions from Redis again %s after the restart", took.Round(time.Millisecond))
 }
 
 // percentile returns the p-th percentile (0..100) of ds, which it sorts.
