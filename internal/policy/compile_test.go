@@ -536,16 +536,7 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 // direct conversion of the API object asks for: nothing is lost, rounded or defaulted
 // differently on the way from kubectl apply to the limiter.
 func TestRoundTrip(t *testing.T) {
-	cases := map[string]*v1alpha1.RateLimitPolicy{}
-	for _, tc := range acceptCases {
-		p := base()
-		tc.mutate(p)
-		cases[tc.name] = p
-	}
-	for file, p := range samples(t) {
-		cases[file] = p
-	}
-	for name, p := range cases {
+	for name, p := range accepted(t) {
 		t.Run(name, func(t *testing.T) {
 			built, errs := policy.Rules{}.Build(p)
 			if len(errs) > 0 {

@@ -103,6 +103,19 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// accepted are the policies Build must accept: the base with each of acceptCases, by case
+// name, and every sample, by file.
+func accepted(t *testing.T) map[string]*v1alpha1.RateLimitPolicy {
+	t.Helper()
+	out := samples(t)
+	for _, tc := range acceptCases {
+		p := base()
+		tc.mutate(p)
+		out[tc.name] = p
+	}
+	return out
+}
+
 // samples reads every RateLimitPolicy under config/samples into the typed object, as the
 // API server would hand it to the webhook (without the CRD's schema defaults).
 func samples(t *testing.T) map[string]*v1alpha1.RateLimitPolicy {

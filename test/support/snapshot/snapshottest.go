@@ -38,6 +38,17 @@ func Build(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.Rate
 	return s
 }
 
+// Entry is what the controller publishes for the stored policy p: compiled with the
+// defaults applied in memory. A policy that does not compile fails the test.
+func Entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
+	t.Helper()
+	c, errs := policy.Rules{}.Build(p)
+	if len(errs) > 0 {
+		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
+	}
+	return c.Entry
+}
+
 // Document is Build's canonical JSON, what the ConfigMap's snapshot.json holds.
 func Document(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
 	t.Helper()
