@@ -56,7 +56,7 @@ func TestTenantSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: 1,
-		CredentialsPath: credentialsDir(t, user.Name, p)}
+		CredentialsPath: redistest.CredentialsDir(t, user.Name, p)}
 	c, err := redisconn.NewClient(o)
 	if err != nil {
 		t.Fatal(err)

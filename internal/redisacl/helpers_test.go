@@ -2,8 +2,6 @@ package redisacl_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -37,28 +34,11 @@ func adminConf(t testing.TB, edit func([]string) []string) redistest.Option {
 	})
 }
 
-// credentialsDir is a mounted basic-auth Secret: username and password files.
-func credentialsDir(t testing.TB, user, password string) string {
-	t.Helper()
-	dir := t.TempDir()
-	writeCredentials(t, dir, user, password)
-	return dir
-}
-
-func writeCredentials(t testing.TB, dir, user, password string) {
-	t.Helper()
-	for name, v := range map[string]string{"username": user, "password": password} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // client is a redisconn client (as the manager and the sidecars build theirs) reaching
 // addrs in mode as user; closed when the test ends.
 func client(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redis.UniversalClient {
 	t.Helper()
-	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: credentialsDir(t, user, password)}
+	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: redistest.CredentialsDir(t, user, password)}
 	if mode == redisconn.ModeSentinel {
 		o.MasterName = masterName
 	}
@@ -90,7 +70,7 @@ func nodesOf(t testing.TB, c redis.UniversalClient, mode redisconn.Mode, addrs [
 	if mode == redisconn.ModeStandalone {
 		return redisacl.ServerNodes(c.(*redis.Client))
 	}
-	o := redisconn.Options{Mode: mode, Addrs: addrs, MasterName: masterName, CredentialsPath: credentialsDir(t, user, pass)}
+	o := redisconn.Options{Mode: mode, Addrs: addrs, MasterName: masterName, CredentialsPath: redistest.CredentialsDir(t, user, pass)}
 	opts, err := o.NodeOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +109,12 @@ func password(t testing.TB) string {
 	return p
 }
 
-func testCtx(t testing.TB) context.Context { return wait.Context(t, 2*time.Minute) }
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // newPolicy is a one-request-per-hour policy of ns with the default key layout (every key
 // under "{rl:<ns>/"), idempotent.
@@ -146,6 +131,15 @@ func policyWithKeys(t testing.TB, ns string, alg limiter.Algorithm, mode limiter
 		t.Fatal(err)
 	}
 	return p
+}
+
+// algorithms are every algorithm the limiter runs.
+var algorithms = limitercheck.Algorithms
+
+// checkAll makes a sidecar's checks of every algorithm (limitercheck.All) for policies of ns
+// failing closed, and returns every failure.
+func checkAll(ctx context.Context, c redis.UniversalClient, ns string) []error {
+	return limitercheck.All(ctx, c, ns, limiter.FailClosed)
 }
 
 // exercise does what a sidecar does with Redis (limitercheck.Exercise), for policies of ns

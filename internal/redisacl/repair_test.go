@@ -5,10 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -75,7 +73,7 @@ func TestRepairAfterRestart(t *testing.T) {
 		t.Fatalf("Repair after the restart: %+v, %v; want a and b set again", res, err)
 	}
 	for ns, p := range pass {
-		if errs := limitercheck.All(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns, limiter.FailClosed); len(errs) > 0 {
+		if errs := checkAll(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns); len(errs) > 0 {
 			t.Errorf("%s after the repair: %v", ns, errs)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -156,7 +155,7 @@ func TestTenantPolicyNamingOtherKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lb.Close()
-	for _, alg := range limitercheck.Algorithms {
+	for _, alg := range algorithms {
 		tag := "{rl:bank/pay-" + strings.ToLower(string(alg)) + ":${identity}}"
 		stolen := policyWithKeys(t, "shop", alg, limiter.FailClosed, tag)
 		d := ls.Check(ctx, stolen, limiter.Request{Identity: "alice"})

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -36,7 +34,7 @@ func TestSentinelUsers(t *testing.T) {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
 	}
 	sidecar := client(t, redisconn.ModeSentinel, []string{sentinel.Addr()}, a.Name, pa)
-	if errs := limitercheck.All(ctx, sidecar, "a", limiter.FailClosed); len(errs) > 0 {
+	if errs := checkAll(ctx, sidecar, "a"); len(errs) > 0 {
 		t.Fatalf("a's checks through the Sentinel: %v", errs)
 	}
 	l := newLimiter(t, sidecar)

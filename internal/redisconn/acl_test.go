@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +16,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -68,18 +65,6 @@ func with(extra ...string) func([]string) []string {
 	return func(rules []string) []string { return append(rules, extra...) }
 }
 
-// aclSecret writes a basic-auth Secret directory for the ratelimit user.
-func aclSecret(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range map[string]string{"username": aclUser + "\n", "password": aclPassword + "\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // newClient builds a client with redisconn.NewClient and closes it when the test ends.
 func newClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
 	t.Helper()
@@ -91,7 +76,12 @@ func newClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
 	return c
 }
 
-func testCtx(t *testing.T) context.Context { return wait.Context(t, 30*time.Second) }
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // checkAlgorithm runs a limiter check as the operator's sidecars do (limitercheck.Algorithm).
 func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
@@ -128,7 +118,7 @@ func startACLServer(t *testing.T, db int, edit func([]string) []string) (*redist
 	redistest.RequireRedis(t)
 	srv := redistest.StartServer(t, aclConf(t, edit))
 	c := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db,
-		CredentialsPath: aclSecret(t)})
+		CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
 	return srv, c
 }
 
@@ -296,7 +286,7 @@ func TestACLCluster(t *testing.T) {
 			}
 			redistest.RequireRedis(t)
 			cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(aclConf(t, edit)))
-			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: aclSecret(t)})
+			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
 			ctx := testCtx(t)
 			errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...))
 			denied := aclDenials(ctx, t, cl.Nodes()...)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -69,23 +69,12 @@ func must(t *testing.T, err error) {
 type sidecarProc struct {
 	cmd    *exec.Cmd
 	exited chan error
-	log    *syncWriter
-}
-
-func buildSidecar(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sidecar")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sidecar")
-	cmd.Dir = kube.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sidecar: %v\n%s", err, out)
-	}
-	return bin
+	log    *proc.Buffer
 }
 
 func startSidecar(t *testing.T, bin string, args ...string) *sidecarProc {
 	t.Helper()
-	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &syncWriter{b: &strings.Builder{}}}
+	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &proc.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log
 	must(t, p.cmd.Start())
 	go func() { p.exited <- p.cmd.Wait() }()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -41,7 +42,7 @@ func startLimitsRig(t *testing.T) *limitsRig {
 	r := &limitsRig{proxy: wait.FreeAddr(t), check: wait.FreeAddr(t), metrics: wait.FreeAddr(t)}
 	upstream := httptest.NewServer(http.HandlerFunc(r.upstream))
 	t.Cleanup(upstream.Close)
-	r.proc = startSidecar(t, buildSidecar(t), "--namespace", namespace, "--snapshot-file", vol.path(),
+	r.proc = startSidecar(t, proc.MustBuild(t, "cmd/sidecar"), "--namespace", namespace, "--snapshot-file", vol.path(),
 		"--upstream", upstream.URL, "--proxy-bind-address", r.proxy, "--http-bind-address", r.check,
 		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s",
 		"--redis-addrs", srv.Addr(), "--redis-timeout", "2s",

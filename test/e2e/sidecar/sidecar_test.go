@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -41,7 +42,7 @@ func startRig(t *testing.T, withRedisFlag bool) *rig {
 	if withRedisFlag {
 		args = append(args, "--redis-addrs", r.redis.Addr())
 	}
-	r.proc = startSidecar(t, buildSidecar(t), args...)
+	r.proc = startSidecar(t, proc.MustBuild(t, "cmd/sidecar"), args...)
 	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)
 	return r
 }
@@ -137,7 +138,7 @@ func TestSidecarBeforeAnyPolicy(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	r := &rig{redis: srv, vol: vol, proxy: wait.FreeAddr(t), metrics: wait.FreeAddr(t)}
-	r.proc = startSidecar(t, buildSidecar(t), "--namespace", namespace, "--snapshot-file", vol.path(),
+	r.proc = startSidecar(t, proc.MustBuild(t, "cmd/sidecar"), "--namespace", namespace, "--snapshot-file", vol.path(),
 		"--upstream", upstream.URL, "--proxy-bind-address", r.proxy, "--http-bind-address", "",
 		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--redis-timeout", "2s")
 	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)

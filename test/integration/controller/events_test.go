@@ -24,8 +24,7 @@ import (
 func TestReadyEvents(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "ev", 10))
-	waitReady(t, e, ns, "ev")
+	readyPolicy(t, e, ns, "ev")
 	waitEvents(t, e, ns, "ev", controller.ReasonReady, 1)
 	checkHealthyEvents(t, e, ns, "ev")
 	total := eventTotal(t, e, ns)

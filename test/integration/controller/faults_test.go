@@ -11,7 +11,6 @@ package controller
 // once for the fault, secret and RBAC tests together, keeps both sides apart.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,26 +31,21 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -246,7 +240,7 @@ func checkPublishedIn(t *testing.T, p *v1alpha1.RateLimitPolicy, s *snapshot.Sna
 		t.Errorf("%s: status.snapshot %+v, ConfigMap version %s", p.Name, p.Status.Snapshot, s.Version)
 	}
 	j := slices.IndexFunc(s.Policies, func(sp snapshot.Entry) bool { return sp.Name == p.Name })
-	if want := compiled(t, p); j < 0 || !reflect.DeepEqual(s.Policies[j], want) {
+	if want := snapshottest.Entry(t, p); j < 0 || !reflect.DeepEqual(s.Policies[j], want) {
 		t.Errorf("%s: snapshot entry differs from the compiled policy", p.Name)
 	}
 }
@@ -307,6 +301,7 @@ func sameMap(a, b map[string]string) bool {
 	return true
 }
 
+// policyResourceVersions maps each policy of the namespace to its resourceVersion.
 func policyResourceVersions(t testing.TB, e *kube.Env, ns string) map[string]string {
 	t.Helper()
 	var list v1alpha1.RateLimitPolicyList
@@ -392,14 +387,7 @@ func TestFaultLeaderHandover(t *testing.T) {
 	// Kill the leader, then change a policy.
 	killedAt := time.Now()
 	leader.kill()
-	p, err := getPolicy(e, ns, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Limits[0].Requests = 99
-	if err := e.Client.Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	setRequests(t, e, ns, "a", 99)
 	waitElected(t, standby.manager, 30*time.Second)
 	t.Logf("standby elected %s after the kill (lease duration %s)", time.Since(killedAt).Round(10*time.Millisecond), leaseDuration)
 	got := waitReady(t, e, ns, "a")
@@ -458,25 +446,10 @@ func startElectable(t testing.TB, base *rest.Config, rdb redis.UniversalClient, 
 	cfg.UserAgent = agent + "/test"
 	cfg.Wrap(ks.wrap)
 	cfg.Wrap(counter.wrap)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme.New(),
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
-			},
-		},
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  "0",
-		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
-		GracefulShutdownTimeout: ptr.To(10 * time.Second),
-		LeaderElection:          true,
-		LeaderElectionID:        leaseName,
-		LeaderElectionNamespace: ns,
-		LeaseDuration:           ptr.To(leaseDuration),
-		RenewDeadline:           ptr.To(renewDeadline),
-		RetryPeriod:             ptr.To(retryPeriod),
-	})
+	opts := managerOptions(ns)
+	opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, leaseName, ns
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(leaseDuration), ptr.To(renewDeadline), ptr.To(retryPeriod)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatalf("create manager %s: %v", agent, err)
 	}
@@ -624,14 +597,9 @@ func managerBinary(t testing.TB) string {
 			return
 		}
 		mainT.Cleanup(func() { _ = os.RemoveAll(dir) })
-		binPath = filepath.Join(dir, "manager")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/manager")
-		cmd.Dir = kube.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
-		}
+		binPath, binErr = proc.Build(ctx, dir, "cmd/manager")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -643,20 +611,7 @@ func managerBinary(t testing.TB) string {
 func writeKubeconfig(t testing.TB, cfg *rest.Config, user string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if user == "" {
-		if err := kube.WriteKubeconfig(cfg, path); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	const name = "envtest"
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
-		Token: cfg.BearerToken, Impersonate: user}
-	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	kc.CurrentContext = name
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := kube.WriteKubeconfigAs(cfg, path, user); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -665,7 +620,7 @@ func writeKubeconfig(t testing.TB, cfg *rest.Config, user string) string {
 // binManager is one run of the manager binary.
 type binManager struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *proc.Buffer
 	exited chan struct{}
 	err    error // how it exited; set before exited is closed
 }
@@ -686,7 +641,7 @@ func startBinManagerEnv(t testing.TB, env []string, kubeconfig string, args ...s
 	if !slices.Contains(args, "--metrics-bind-address") {
 		full = append(full, "--metrics-bind-address", "0")
 	}
-	m := &binManager{out: &lockedBuffer{}, exited: make(chan struct{})}
+	m := &binManager{out: &proc.Buffer{}, exited: make(chan struct{})}
 	m.cmd = exec.Command(bin, full...)
 	if env != nil {
 		m.cmd.Env = append(os.Environ(), env...)
@@ -752,23 +707,6 @@ func (m *binManager) term(t testing.TB) {
 
 // output is everything the manager wrote to stdout and stderr so far.
 func (m *binManager) output() string { return m.out.String() }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

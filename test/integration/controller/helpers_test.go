@@ -18,7 +18,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
@@ -28,17 +27,19 @@ import (
 // readyTimeout bounds every wait for the controller to act.
 const readyTimeout = 20 * time.Second
 
-func ctxFor(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t testing.TB) context.Context { return wait.Context(t, 2*time.Minute) }
 
 // newPolicy is a valid policy as a user without the webhook would store it: no keyLayout
 // (the controller defaults it in memory), TokenBucket, requests per second per API key.
 func newPolicy(ns, name string, requests int64) *v1alpha1.RateLimitPolicy {
 	return policytest.New(ns, name, policytest.Paths("/api/"+name), policytest.Requests(requests))
+}
+
+// readyPolicy creates newPolicy(ns, name, 10) and waits until it is Ready.
+func readyPolicy(t testing.TB, e *kube.Env, ns, name string) {
+	t.Helper()
+	create(t, e, newPolicy(ns, name, 10))
+	waitReady(t, e, ns, name)
 }
 
 func create(t testing.TB, e *kube.Env, objs ...client.Object) {
@@ -54,6 +55,31 @@ func getPolicy(e *kube.Env, ns, name string) (*v1alpha1.RateLimitPolicy, error) 
 	var p v1alpha1.RateLimitPolicy
 	err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p)
 	return &p, err
+}
+
+// setRequests updates the stored policy's first limit to n requests per period.
+func setRequests(t testing.TB, e *kube.Env, ns, name string, n int64) {
+	t.Helper()
+	p, err := getPolicy(e, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Limits[0].Requests = n
+	if err := e.Client.Update(context.Background(), p); err != nil {
+		t.Fatalf("update %s: %v", name, err)
+	}
+}
+
+// deletePolicy deletes the stored policy.
+func deletePolicy(t testing.TB, e *kube.Env, ns, name string) {
+	t.Helper()
+	p, err := getPolicy(e, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Client.Delete(context.Background(), p); err != nil {
+		t.Fatalf("delete %s: %v", name, err)
+	}
 }
 
 // readyErr says why p is not Ready for its current generation, or nil.
@@ -153,16 +179,6 @@ func policyNames(s *snapshot.Snapshot) []string {
 		out[i] = p.Name
 	}
 	return out
-}
-
-// compiled is what the controller must publish for a stored policy.
-func compiled(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
-	t.Helper()
-	c, errs := policy.Rules{}.Build(p)
-	if len(errs) > 0 {
-		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
-	}
-	return c.Entry
 }
 
 // scriptSHAs are the SHAs of every limiter script.

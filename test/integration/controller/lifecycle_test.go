@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -57,7 +58,7 @@ func checkReadyPolicy(t *testing.T, e *kube.Env, got *v1alpha1.RateLimitPolicy, 
 	if i < 0 {
 		t.Fatalf("snapshot does not hold %s: %v", got.Name, policyNames(s))
 	}
-	if wantEntry := compiled(t, got); !reflect.DeepEqual(s.Policies[i], wantEntry) {
+	if wantEntry := snapshottest.Entry(t, got); !reflect.DeepEqual(s.Policies[i], wantEntry) {
 		t.Errorf("snapshot entry\n%+v\nwant the compiled policy\n%+v", s.Policies[i], wantEntry)
 	}
 	if !slices.ContainsFunc(s.Scripts, func(sc snapshot.Script) bool { return sc.Name == script.Name && sc.SHA == script.SHA }) {
@@ -252,8 +253,7 @@ func TestInvalidPolicy(t *testing.T) {
 func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "kept", 10))
-	waitReady(t, e, ns, "kept")
+	readyPolicy(t, e, ns, "kept")
 	_, before := waitSnapshot(t, e, ns, "kept")
 	p, err := getPolicy(e, ns, "kept")
 	if err != nil {

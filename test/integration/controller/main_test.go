@@ -126,26 +126,10 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 	counter := &requestCounter{}
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Wrap(counter.wrap)
-	opts := ctrl.Options{
-		Scheme: scheme.New(),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Tests start several managers in one process, one after another.
-		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
-		GracefulShutdownTimeout: ptr.To(10 * time.Second),
-	}
+	opts := managerOptions(namespaces...)
 	if tenancy != nil {
 		obj, by := controller.TenantSecretCache(tenancy.SecretName)
 		opts.Cache.ByObject[obj] = by
-	}
-	if len(namespaces) > 0 {
-		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
-		}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -178,6 +162,30 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, errors.New("manager caches did not sync within 1m")
 	}
 	return m, nil
+}
+
+// managerOptions are the options of every manager of this suite: the cache cmd/manager
+// sets up (ConfigMaps by field selector metadata.name=ratelimit-snapshot only), no
+// metrics, probes or webhooks; the cache restricted to namespaces when given.
+func managerOptions(namespaces ...string) ctrl.Options {
+	opts := ctrl.Options{
+		Scheme: scheme.New(),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start several managers in one process, one after another.
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
+		GracefulShutdownTimeout: ptr.To(10 * time.Second),
+	}
+	if len(namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
 }
 
 // stop cancels the manager and waits for it to return; again, it does nothing.

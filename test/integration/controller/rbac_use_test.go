@@ -88,7 +88,7 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 	// Per-namespace users on, as the administrative user: every Secret verb of the table.
 	args := []string{"--redis-addrs", rds.Addr(), "--script-resync", "1s", "--redis-tenant-users",
 		"--redis-tenant-password-grace", tenantGrace.String(),
-		"--redis-credentials-path", credentialsDir(t, tenantAdmin, tenantAdminPassword)}
+		"--redis-credentials-path", redistest.CredentialsDir(t, tenantAdmin, tenantAdminPassword)}
 
 	// role.yaml as generated.
 	m1 := startBinManager(t, kubeconfig, args...)
@@ -202,18 +202,10 @@ func checkNotForbidden(t testing.TB, m *binManager, when string) {
 // deleted (snapshot delete, finalizer removal, Secret update and delete).
 func exerciseLifecycle(t *testing.T, e *kube.Env, ns string, rds *redistest.Server) {
 	t.Helper()
-	create(t, e, newPolicy(ns, "life", 10))
-	waitReady(t, e, ns, "life")
+	readyPolicy(t, e, ns, "life")
 	waitSnapshot(t, e, ns, "life")
 	rotateOnce(t, e, ns, rds)
-	p, err := getPolicy(e, ns, "life")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Limits[0].Requests = 20
-	if err := e.Client.Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	setRequests(t, e, ns, "life", 20)
 	wait.Eventually(t, readyTimeout, "changed policy published", func() error {
 		_, s, err := getSnapshot(e, ns)
 		if err != nil {
@@ -224,7 +216,7 @@ func exerciseLifecycle(t *testing.T, e *kube.Env, ns string, rds *redistest.Serv
 		}
 		return nil
 	})
-	waitReady(t, e, ns, "life")
+	p := waitReady(t, e, ns, "life")
 	if err := e.Client.Delete(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

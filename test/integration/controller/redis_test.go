@@ -59,8 +59,7 @@ func TestEveryClusterPrimary(t *testing.T) {
 func TestRedisOutage(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "before", 10))
-	waitReady(t, e, ns, "before")
+	readyPolicy(t, e, ns, "before")
 
 	t.Cleanup(func() {
 		if !standby.Running() {
@@ -93,8 +92,7 @@ func TestRedisOutage(t *testing.T) {
 func TestScriptFlush(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "flush", 10))
-	waitReady(t, e, ns, "flush")
+	readyPolicy(t, e, ns, "flush")
 	ctx := ctxFor(t)
 	rdb := standby.Client()
 	loadsBefore := counterValue(t, "ratelimit_script_loads_total")

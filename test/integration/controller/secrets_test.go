@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +42,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	names := []string{"login", "orders", "search"}
 
 	// Phase 1: wrong password.
-	bad := credentialsDir(t, "default", wrong)
+	bad := redistest.CredentialsDir(t, "default", wrong)
 	metrics1 := wait.FreeAddr(t)
 	m1 := startBinManager(t, kubeconfig, verboseArgs(rds.Addr(), bad, metrics1)...)
 	for i, name := range names {
@@ -58,7 +56,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	m1.term(t)
 
 	// Phase 2: the right password.
-	good := credentialsDir(t, "default", password)
+	good := redistest.CredentialsDir(t, "default", password)
 	metrics2 := wait.FreeAddr(t)
 	m2 := startBinManager(t, kubeconfig, verboseArgs(rds.Addr(), good, metrics2)...)
 	for _, name := range names {
@@ -104,18 +102,6 @@ func verboseArgs(redisAddr, dir, metricsAddr string) []string {
 	return []string{"--redis-addrs", redisAddr, "--redis-credentials-path", dir,
 		"--zap-log-level", "10", "--script-resync", "500ms",
 		"--metrics-secure=false", "--metrics-bind-address", metricsAddr}
-}
-
-// credentialsDir is a mounted kubernetes.io/basic-auth Secret: username and password files.
-func credentialsDir(t testing.TB, user, password string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range map[string]string{"username": user, "password": password} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 func randomHex(t testing.TB) string {

@@ -141,14 +141,14 @@ func TestDeterminism(t *testing.T) {
 	checkUnchanged(t, e, ns, data, rv, "after an equivalent edit")
 
 	// A controller restart changes nothing: no snapshot write, no status write, no event.
-	before := policyVersions(t, e, ns)
+	before := policyResourceVersions(t, e, ns)
 	events := eventTotal(t, e, ns)
 	restartShared(t)
 	wait.Consistently(t, 2*time.Second, "after a controller restart", func() error {
 		if err := unchanged(e, ns, data, rv); err != nil {
 			return err
 		}
-		now := policyVersions(t, e, ns)
+		now := policyResourceVersions(t, e, ns)
 		for name, v := range before {
 			if now[name] != v {
 				return fmt.Errorf("policy %s rewritten: resourceVersion %s -> %s", name, v, now[name])
@@ -213,20 +213,6 @@ func unchanged(e *kube.Env, ns, data, rv string) error {
 		return fmt.Errorf("rewritten with the same bytes: resourceVersion %s -> %s", rv, cm.ResourceVersion)
 	}
 	return nil
-}
-
-// policyVersions maps each policy of the namespace to its resourceVersion.
-func policyVersions(t testing.TB, e *kube.Env, ns string) map[string]string {
-	t.Helper()
-	var list v1alpha1.RateLimitPolicyList
-	if err := e.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, p := range list.Items {
-		out[p.Name] = p.ResourceVersion
-	}
-	return out
 }
 
 // eventTotal counts the events about policies in the namespace, series included.

@@ -52,13 +52,7 @@ func TestTenantSecretEdits(t *testing.T) {
 	})
 
 	checkForeignUntouched(ctx, t, e, r, foreign)
-	p, err := getPolicy(e, foreign, "api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Client.Delete(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	deletePolicy(t, e, foreign, "api")
 	waitGone(t, e, foreign, "api")
 	wait.Consistently(t, tenantGrace+time.Second, "the copied Secret stays after the last policy", func() error {
 		s := getSecret(t, e, foreign)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -51,7 +50,7 @@ type tenantRedis struct {
 // cmd/manager does (redisconn client, nodes from NodeOptions).
 func adminOn(t testing.TB, mode redisconn.Mode, addrs []string, servers ...*redistest.Server) *tenantRedis {
 	t.Helper()
-	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: credentialsDir(t, tenantAdmin, tenantAdminPassword)}
+	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: redistest.CredentialsDir(t, tenantAdmin, tenantAdminPassword)}
 	c, err := redisconn.NewClient(o)
 	if err != nil {
 		t.Fatal(err)
@@ -137,26 +136,6 @@ func waitCredentials(t testing.TB, e *kube.Env, ns string) *corev1.Secret {
 	return s
 }
 
-// hashesOn are the password hashes node n holds for user, sorted; nil without the user.
-func hashesOn(ctx context.Context, t testing.TB, n *redistest.Server, user string) []string {
-	t.Helper()
-	v, err := n.Client().Do(ctx, "ACL", "GETUSER", user).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("%s ACL GETUSER %s: %v", n.Addr(), user, err)
-	}
-	m, _ := v.(map[any]any)
-	list, _ := m["passwords"].([]any)
-	out := []string{}
-	for _, h := range list {
-		out = append(out, fmt.Sprint(h))
-	}
-	slices.Sort(out)
-	return out
-}
-
 // userEverywhere says whether every node holds user with exactly the passwords' hashes.
 func (r *tenantRedis) userEverywhere(ctx context.Context, t testing.TB, user string, passwords ...string) error {
 	want := []string{}
@@ -165,7 +144,7 @@ func (r *tenantRedis) userEverywhere(ctx context.Context, t testing.TB, user str
 	}
 	slices.Sort(want)
 	for _, n := range r.servers {
-		if got := hashesOn(ctx, t, n, user); !slices.Equal(got, want) {
+		if got := n.PasswordHashes(ctx, t, user); !slices.Equal(got, want) {
 			return fmt.Errorf("%s holds %s with hashes %v, want %v", n.Addr(), user, got, want)
 		}
 	}
@@ -175,7 +154,7 @@ func (r *tenantRedis) userEverywhere(ctx context.Context, t testing.TB, user str
 // userNowhere says whether no node holds user.
 func (r *tenantRedis) userNowhere(ctx context.Context, t testing.TB, user string) error {
 	for _, n := range r.servers {
-		if got := hashesOn(ctx, t, n, user); got != nil {
+		if got := n.PasswordHashes(ctx, t, user); got != nil {
 			return fmt.Errorf("%s still holds %s", n.Addr(), user)
 		}
 	}
@@ -186,19 +165,7 @@ func (r *tenantRedis) userNowhere(ctx context.Context, t testing.TB, user string
 // manager's work needs none.
 func (r *tenantRedis) adminRefusals(ctx context.Context, t testing.TB) []string {
 	t.Helper()
-	var out []string
-	for _, n := range r.servers {
-		log, err := n.Client().ACLLog(ctx, 1000).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range log {
-			if e.Username == tenantAdmin {
-				out = append(out, n.Addr()+" "+e.Reason+":"+e.Object)
-			}
-		}
-	}
-	return out
+	return redistest.ACLRefusals(ctx, t, tenantAdmin, r.servers...)
 }
 
 // sidecarClient is a client as a sidecar of the namespace builds it from the mounted
@@ -217,13 +184,11 @@ func (r *tenantRedis) sidecarClient(t testing.TB, dir string) redis.UniversalCli
 // mountSecret writes the Secret's data into a fresh directory, as the kubelet mounts it.
 func mountSecret(t testing.TB, s *corev1.Secret) string {
 	t.Helper()
-	dir := t.TempDir()
+	files := map[string]string{}
 	for k, v := range s.Data {
-		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		files[k] = string(v)
 	}
-	return dir
+	return redistest.SecretDir(t, files)
 }
 
 // sidecarPolicy is a policy of ns as the controller compiles a default-layout policy (keys

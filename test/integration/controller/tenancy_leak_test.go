@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -21,11 +22,10 @@ func TestTenantPasswordsNeverLeak(t *testing.T) {
 	r := standaloneTenantRedis(t)
 	ns := kube.NewNamespace(t, e, "leak-")
 	metrics := wait.FreeAddr(t)
-	args := append(verboseArgs(r.servers[0].Addr(), credentialsDir(t, tenantAdmin, tenantAdminPassword), metrics),
+	args := append(verboseArgs(r.servers[0].Addr(), redistest.CredentialsDir(t, tenantAdmin, tenantAdminPassword), metrics),
 		"--redis-tenant-users", "--redis-tenant-password-grace", tenantGrace.String())
 	m := startBinManager(t, writeKubeconfig(t, e.Config, ""), args...)
-	create(t, e, newPolicy(ns, "login", 10))
-	waitReady(t, e, ns, "login")
+	readyPolicy(t, e, ns, "login")
 	first := waitCredentials(t, e, ns)
 	askRotation(t, e, first, "leak")
 	second := waitRotated(t, e, ns, first, "leak")

@@ -33,8 +33,7 @@ func TestTenantUsersLifecycle(t *testing.T) {
 	startTenantManager(t, e, r, r.tenancy(tenantGrace, 0), shop, bank)
 	ctx := ctxFor(t)
 	for _, ns := range []string{shop, bank} {
-		create(t, e, newPolicy(ns, "api", 10))
-		waitReady(t, e, ns, "api")
+		readyPolicy(t, e, ns, "api")
 	}
 	secrets := map[string]*corev1.Secret{}
 	for _, ns := range []string{shop, bank} {
@@ -59,13 +58,7 @@ func TestTenantUsersLifecycle(t *testing.T) {
 	t.Logf("users back %s after the restart (resync %s)", time.Since(start).Round(time.Millisecond), resync)
 	checkScope(ctx, t, sidecar, shop, bank)
 
-	p, err := getPolicy(e, shop, "api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Client.Delete(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	deletePolicy(t, e, shop, "api")
 	checkRemoval(ctx, t, e, r, shop, secrets[bank])
 	if refused := r.adminRefusals(ctx, t); len(refused) > 0 {
 		t.Errorf("Redis refused the manager's administrative user: %v", refused)
@@ -129,8 +122,7 @@ func TestTenantUsersCluster(t *testing.T) {
 	startTenantManager(t, e, r, r.tenancy(tenantGrace, 0), ns, other)
 	ctx := ctxFor(t)
 	for _, n := range []string{ns, other} {
-		create(t, e, newPolicy(n, "edge", 10))
-		waitReady(t, e, n, "edge")
+		readyPolicy(t, e, n, "edge")
 	}
 	s := waitCredentials(t, e, ns)
 	keep := waitCredentials(t, e, other)
@@ -143,13 +135,7 @@ func TestTenantUsersCluster(t *testing.T) {
 			t.Fatalf("check %d as the namespace's user on Cluster: %+v", i, d)
 		}
 	}
-	p, err := getPolicy(e, ns, "edge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Client.Delete(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	deletePolicy(t, e, ns, "edge")
 	checkRemoval(ctx, t, e, r, ns, keep)
 	if refused := r.adminRefusals(ctx, t); len(refused) > 0 {
 		t.Errorf("Redis refused the manager's administrative user: %v", refused)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -62,7 +63,7 @@ func TestManagerServesProbes(t *testing.T) {
 // TestManagerRejectsBadRedisFlags checks that a bad flag stops the manager with a message
 // naming the flag, before it touches the cluster.
 func TestManagerRejectsBadRedisFlags(t *testing.T) {
-	bin := buildManager(t, t.TempDir())
+	bin := proc.MustBuild(t, "cmd/manager")
 	cases := map[string][]string{
 		"--redis-mode":        {"--redis-mode", "memcached"},
 		"--redis-master-name": {"--redis-mode", "sentinel"},
@@ -87,17 +88,6 @@ func TestManagerRejectsBadRedisFlags(t *testing.T) {
 			}
 		})
 	}
-}
-
-func buildManager(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = kube.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build manager: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // waitHTTP polls url until it answers want, failing when the process exits or 60s pass.
@@ -134,7 +124,7 @@ func managerWithKubeconfig(t *testing.T) (bin, kubeconfig string) {
 	t.Helper()
 	e := suite.Env(t)
 	dir := t.TempDir()
-	bin = buildManager(t, dir)
+	bin = proc.MustBuild(t, "cmd/manager")
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := kube.WriteKubeconfig(e.Config, kubeconfig); err != nil {
 		t.Fatal(err)

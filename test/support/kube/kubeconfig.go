@@ -10,7 +10,11 @@ import (
 
 // WriteKubeconfig writes a kubeconfig for cfg to path, so a separate process (the manager
 // binary, kubectl) can reach the test API server as the same user.
-func WriteKubeconfig(cfg *rest.Config, path string) error {
+func WriteKubeconfig(cfg *rest.Config, path string) error { return WriteKubeconfigAs(cfg, path, "") }
+
+// WriteKubeconfigAs is WriteKubeconfig impersonating user (as cfg's user may), or as cfg's
+// user itself when user is empty.
+func WriteKubeconfigAs(cfg *rest.Config, path, user string) error {
 	const name = "envtest"
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[name] = &clientcmdapi.Cluster{
@@ -21,6 +25,7 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 		ClientCertificateData: cfg.CertData,
 		ClientKeyData:         cfg.KeyData,
 		Token:                 cfg.BearerToken,
+		Impersonate:           user,
 	}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	kc.CurrentContext = name

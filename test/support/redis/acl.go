@@ -132,3 +132,23 @@ func FlushScripts(servers ...*Server) func(context.Context) error {
 		return nil
 	}
 }
+
+// SecretDir writes files (name to content) into a fresh directory of the test, as the
+// kubelet mounts a Secret's data, and returns the directory.
+func SecretDir(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatalf("redistest: write %s: %v", name, err)
+		}
+	}
+	return dir
+}
+
+// CredentialsDir is the mount of a kubernetes.io/basic-auth Secret for a Redis user: its
+// username and password files, what --redis-credentials-path reads.
+func CredentialsDir(t testing.TB, user, password string) string {
+	t.Helper()
+	return SecretDir(t, map[string]string{"username": user, "password": password})
+}
