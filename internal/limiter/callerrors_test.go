@@ -14,7 +14,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Call errors (issue 13, item 5): a reply that is one call's or one policy's fault (CROSSSLOT,
@@ -245,7 +244,7 @@ func TestOverloadIsNoNodeFault(t *testing.T) {
 	wg.Go(func() { l.Check(context.Background(), p, Request{Identity: stalled}) }) // holds the only worker
 	if _, err := waitFor(5*time.Second, time.Millisecond, func() error {
 		if n, _ := l.PipelineStats(); n == batches {
-			return wait.ErrNotYet
+			return errors.New("no new pipeline batch")
 		}
 		return nil
 	}); err != nil {

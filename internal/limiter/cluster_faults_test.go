@@ -16,7 +16,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Faults on Redis Cluster under load (issue 8): a primary killed or failed over while checks
@@ -223,11 +222,6 @@ func (o *observer) report(promoted time.Time) string {
 	default:
 		return fmt.Sprintf("decided without Redis until %s after the promotion", time.Unix(0, local).Sub(promoted).Round(time.Millisecond))
 	}
-}
-
-// cfWait polls cond every 5 ms until it holds or timeout passes, and reports whether it held.
-func cfWait(timeout time.Duration, cond func() bool) bool {
-	return wait.Poll(timeout, 5*time.Millisecond, wait.Cond(cond)) == nil
 }
 
 // cfNoRefill is a token bucket limit of burst tokens that does not refill during a test (one

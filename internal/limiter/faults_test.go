@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestScriptFlushDuringLoad: while goroutines check for 2 s, another runs SCRIPT FLUSH every
@@ -170,8 +169,8 @@ func killUnderLoad(t *testing.T, srv *redistest.Server, l *Limiter, p *Policy, m
 		}()
 	}
 	if _, err := waitFor(10*time.Second, time.Millisecond, func() error {
-		if done.Load() < 40 {
-			return wait.ErrNotYet
+		if n := done.Load(); n < 40 {
+			return fmt.Errorf("%d of 40 checks done", n)
 		}
 		return nil
 	}); err != nil {

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const testIdemTemplate = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"
@@ -242,7 +242,7 @@ func TestReplicaByteIdentical(t *testing.T) {
 			return err
 		}
 		if !strings.Contains(info, "master_link_status:up") {
-			return wait.ErrNotYet
+			return errors.New("replication link not up")
 		}
 		return nil
 	}); err != nil {
