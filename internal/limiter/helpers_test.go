@@ -27,6 +27,10 @@ func newPolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *
 		Algorithm: alg, Limits: limits, StateKey: testTemplate,
 		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
 		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, IdempotencyMaxReplays: 10, FailureMode: mode}
+	for _, l := range limits {
+		// A sliding window counts for two periods; loadLimitFor's may be just over an hour.
+		c.TTL = max(c.TTL, 2*l.Period)
+	}
 	if mode == LocalCap {
 		c.LocalCap = &LocalCapConfig{Requests: 3, Period: time.Hour, MaxIdentities: 100}
 	}
