@@ -28,6 +28,20 @@ func basePolicy(ns, name string) *policyv1alpha1.RateLimitPolicy {
 	return policytest.New(ns, name, policytest.Burst(20))
 }
 
+// createStored creates p through c and returns it as the API server stored it (defaulted by
+// the webhook).
+func createStored(t *testing.T, c client.Client, p *policyv1alpha1.RateLimitPolicy) *policyv1alpha1.RateLimitPolicy {
+	t.Helper()
+	if err := c.Create(context.Background(), p); err != nil {
+		t.Fatalf("create %s: %v", p.Name, err)
+	}
+	var stored policyv1alpha1.RateLimitPolicy
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatalf("get %s: %v", p.Name, err)
+	}
+	return &stored
+}
+
 // assertCause checks that err is the validating webhook's Invalid answer with a cause on
 // field whose message holds every fragment, and that the message the client shows names the
 // webhook and the field.

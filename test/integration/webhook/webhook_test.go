@@ -116,13 +116,7 @@ func TestUpdateBreakingLayoutRefused(t *testing.T) {
 	ns := kube.NewNamespace(t, e, "wh-")
 	c, _ := kube.NewWarningClient(t, e)
 	p := basePolicy(ns, "stable")
-	if err := c.Create(context.Background(), p); err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	var stored policyv1alpha1.RateLimitPolicy
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatalf("get: %v", err)
-	}
+	stored := createStored(t, c, p)
 	breaks := []struct {
 		name   string
 		mutate func(p *policyv1alpha1.RateLimitPolicy)
@@ -166,17 +160,10 @@ func TestDefaultedTTLFollowsPeriod(t *testing.T) {
 	e := suite.Env(t)
 	ns := kube.NewNamespace(t, e, "wh-")
 	c, _ := kube.NewWarningClient(t, e)
-	p := basePolicy(ns, "follows")
-	if err := c.Create(context.Background(), p); err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	var stored policyv1alpha1.RateLimitPolicy
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatalf("get: %v", err)
-	}
+	stored := createStored(t, c, basePolicy(ns, "follows"))
 	before := stored.Spec.KeyLayout.TTL.Duration
 	stored.Spec.Limits[0].Period.Duration = time.Hour
-	if err := c.Update(context.Background(), &stored); err != nil {
+	if err := c.Update(context.Background(), stored); err != nil {
 		t.Fatalf("a longer period with a defaulted TTL was refused: %v", err)
 	}
 	if got := stored.Spec.KeyLayout.TTL.Duration; got <= before || got < time.Hour {
