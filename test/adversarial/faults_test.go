@@ -17,7 +17,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // Class: one policy's failing keys taking the node down for everyone (issue 13, item 5).
@@ -185,13 +184,12 @@ func roleOf(s *redistest.Server) string {
 // waitRole waits until s reports role.
 func waitRole(t *testing.T, s *redistest.Server, role string, within time.Duration) {
 	t.Helper()
-	if err := wait.Poll(within, 100*time.Millisecond, func() error {
-		if got := roleOf(s); got != role {
-			return fmt.Errorf("%s is %q, want %q", s.Addr(), got, role)
+	deadline := time.Now().Add(within)
+	for roleOf(s) != role {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %q after %s, want %q", s.Addr(), roleOf(s), within, role)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -199,18 +197,18 @@ func waitRole(t *testing.T, s *redistest.Server, role string, within time.Durati
 // the node left the slot map).
 func waitClosed(t *testing.T, c *redis.Client, within time.Duration) {
 	t.Helper()
-	if err := wait.Poll(within, 500*time.Millisecond, func() error {
+	deadline := time.Now().Add(within)
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		switch err := c.Ping(ctx).Err(); {
-		case err == nil:
-			return errors.New("it still answers")
-		case !errors.Is(err, redis.ErrClosed):
-			return fmt.Errorf("ping: %w", err)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if errors.Is(err, redis.ErrClosed) {
+			return
 		}
-		return nil
-	}); err != nil {
-		t.Fatalf("go-redis did not close the dead primary's client: %v", err)
+		if time.Now().After(deadline) {
+			t.Fatalf("go-redis did not close the dead primary's client within %s", within)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
