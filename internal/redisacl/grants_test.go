@@ -22,9 +22,7 @@ import (
 // refused: the command list is minimal.
 func TestTenantEveryGrantIsNeeded(t *testing.T) {
 	t.Parallel()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	for _, cmd := range redisacl.SidecarCommands(false, 0) {
 		ns := "without-" + strings.ReplaceAll(cmd, "|", "-")
@@ -46,9 +44,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 // connection), which SidecarCommands adds then.
 func TestTenantSelect(t *testing.T) {
 	t.Parallel()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	p := password(t)
 	user := tenant(t, "db1", false, p)
@@ -118,15 +114,7 @@ func deleteUsers(name string, nodes ...*redistest.Server) func(context.Context) 
 // adminGrants are the +command rules of the administrative user in acl.conf.
 func adminGrants(t *testing.T) []string {
 	t.Helper()
-	var grants []string
-	adminConf(t, func(rules []string) []string {
-		for _, r := range rules {
-			if strings.HasPrefix(r, "+") {
-				grants = append(grants, r)
-			}
-		}
-		return rules
-	})
+	grants := redistest.ACLGrants(t, aclConfPath, adminUser)
 	if len(grants) == 0 {
 		t.Fatalf("%s: the %s user grants nothing", aclConfPath, adminUser)
 	}

@@ -57,6 +57,16 @@ func adminUsers(t testing.TB, mode redisconn.Mode, addrs []string) (*redisacl.Us
 	return asUser(t, mode, addrs, adminUser, adminPassword)
 }
 
+// standaloneAdmin is a fresh redis-server with the administrative user, and the user keeper
+// reaching it as that user.
+func standaloneAdmin(t *testing.T) (*redistest.Server, *redisacl.Users) {
+	t.Helper()
+	redistest.RequireRedis(t)
+	srv := redistest.StartServer(t, adminConf(t, nil))
+	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	return srv, u
+}
+
 // asUser is adminUsers as any user.
 func asUser(t testing.TB, mode redisconn.Mode, addrs []string, user, pass string) (*redisacl.Users, redis.UniversalClient) {
 	t.Helper()

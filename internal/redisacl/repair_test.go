@@ -13,9 +13,7 @@ import (
 // startRepair starts a server with users a and b set through the administrative user.
 func startRepair(t *testing.T) (*redistest.Server, *redisacl.Users, map[string]string) {
 	t.Helper()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	pass := map[string]string{"a": password(t), "b": password(t)}
 	for ns, p := range pass {
 		if err := u.Ensure(testCtx(t), tenant(t, ns, false, p)); err != nil {

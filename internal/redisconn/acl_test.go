@@ -37,16 +37,7 @@ func aclConf(t *testing.T, edit func([]string) []string) redistest.Option {
 // aclGrants returns the +command rules of the ratelimit user in acl.conf.
 func aclGrants(t *testing.T) []string {
 	t.Helper()
-	var grants []string
-	aclConf(t, func(rules []string) []string {
-		for _, r := range rules {
-			if strings.HasPrefix(r, "+") {
-				grants = append(grants, r)
-			}
-		}
-		return rules
-	})
-	return grants
+	return redistest.ACLGrants(t, aclConfPath, aclUser)
 }
 
 // without returns an edit that drops rule, failing the test if the file does not have it.

@@ -61,6 +61,22 @@ func WithACLConf(t testing.TB, path string, users map[string]ACLUser) Option {
 	return WithArgs("--include", conf)
 }
 
+// ACLGrants are the +command rules ("+get", "+@read", ...) of user's line in the ACL conf
+// fragment at path; it fails the test as WithACLConf does when the line is missing.
+func ACLGrants(t testing.TB, path, user string) []string {
+	t.Helper()
+	var grants []string
+	WithACLConf(t, path, map[string]ACLUser{user: {Edit: func(rules []string) []string {
+		for _, r := range rules {
+			if strings.HasPrefix(r, "+") {
+				grants = append(grants, r)
+			}
+		}
+		return rules
+	}}})
+	return grants
+}
+
 // aclLine is one user line with its placeholder replaced and its rules edited.
 func aclLine(t testing.TB, path, name string, rules []string, u ACLUser) string {
 	t.Helper()
