@@ -210,20 +210,23 @@ func killUnderLoad(t *testing.T, srv *redistest.Server, l *Limiter, p *Policy, m
 	}
 }
 
+// openBreaker checks identity against a dead Redis until the breaker opens, failing the
+// test when 200 checks do not open it.
+func openBreaker(t *testing.T, l *Limiter, p *Policy, identity string) {
+	t.Helper()
+	for range 200 {
+		if d := l.Check(context.Background(), p, Request{Identity: identity}); errors.Is(d.Err, ErrCircuitOpen) {
+			return
+		}
+	}
+	t.Fatalf("breaker did not open in 200 checks against a dead Redis")
+}
+
 // timeOpenBreaker waits (bounded) for the breaker to open, then times 2000 checks: each is a
 // failure-mode decision and the median costs well under a millisecond.
 func timeOpenBreaker(t *testing.T, l *Limiter, p *Policy, mode FailureMode) {
 	t.Helper()
-	opened := false
-	for range 200 {
-		if d := l.Check(context.Background(), p, Request{Identity: "probe"}); errors.Is(d.Err, ErrCircuitOpen) {
-			opened = true
-			break
-		}
-	}
-	if !opened {
-		t.Fatalf("breaker did not open in 200 checks against a dead Redis")
-	}
+	openBreaker(t, l, p, "probe")
 	const n = 2000
 	took := make([]time.Duration, 0, n)
 	circuitOpen := 0
@@ -339,16 +342,7 @@ func TestBreakerRecoversAfterCanceledProbe(t *testing.T) {
 	mustCheck(t, l, p, Request{Identity: "a"})
 
 	srv.Kill()
-	opened := false
-	for range 200 {
-		if d := l.Check(context.Background(), p, Request{Identity: "a"}); errors.Is(d.Err, ErrCircuitOpen) {
-			opened = true
-			break
-		}
-	}
-	if !opened {
-		t.Fatalf("breaker did not open in 200 checks against a dead Redis")
-	}
+	openBreaker(t, l, p, "a")
 	time.Sleep(200 * time.Millisecond) // past the cooldown: the next check is the probe
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()

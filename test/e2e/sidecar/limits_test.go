@@ -143,15 +143,9 @@ func TestSidecarHTTPLimits(t *testing.T) {
 func (r *limitsRig) checkLongAnswers(t *testing.T) {
 	t.Helper()
 	for _, path := range []string{"/api/slow", "/api/stream"} {
-		req, err := http.NewRequest(http.MethodGet, "http://"+r.proxy+path, nil)
-		must(t, err)
-		req.Header.Set("X-API-Key", "k")
-		resp, err := http.DefaultClient.Do(req)
-		must(t, err)
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || (path == "/api/stream" && !strings.HasSuffix(string(body), "part 7\n")) {
-			t.Errorf("%s outlasting the timeouts: %d %q %v", path, resp.StatusCode, body, err)
+		status, body, err := r.send(t, http.MethodGet, path, nil)
+		if err != nil || status != 200 || (path == "/api/stream" && !strings.HasSuffix(body, "part 7\n")) {
+			t.Errorf("%s outlasting the timeouts: %d %q %v", path, status, body, err)
 		}
 	}
 	pr, pw := io.Pipe()
@@ -162,16 +156,23 @@ func (r *limitsRig) checkLongAnswers(t *testing.T) {
 		}
 		_ = pw.Close()
 	}()
-	req, err := http.NewRequest(http.MethodPost, "http://"+r.proxy+"/api/upload", pr)
+	if status, body, _ := r.send(t, http.MethodPost, "/api/upload", pr); status != 200 || body != "upstream read 20 bytes" {
+		t.Errorf("a slow upload that keeps going: %d %q", status, body)
+	}
+}
+
+// send makes a request as API key k through the proxy and returns the status and the body
+// (with the error of reading it).
+func (r *limitsRig) send(t *testing.T, method, path string, body io.Reader) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+r.proxy+path, body)
 	must(t, err)
 	req.Header.Set("X-API-Key", "k")
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
-	body, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != "upstream read 20 bytes" {
-		t.Errorf("a slow upload that keeps going: %d %q", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(b), err
 }
 
 // checkStalledReader: a client that stops reading a large answer is cut off at the write

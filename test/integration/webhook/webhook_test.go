@@ -177,37 +177,40 @@ func TestWarningsReachClient(t *testing.T) {
 	e := suite.Env(t)
 	ns := kube.NewNamespace(t, e, "wh-")
 	c, warnings := kube.NewWarningClient(t, e)
+	// write creates p (or updates it), which the API server must accept, and returns the
+	// warnings it drew.
+	write := func(what string, p *policyv1alpha1.RateLimitPolicy, create bool) []string {
+		t.Helper()
+		var err error
+		if create {
+			err = c.Create(context.Background(), p)
+		} else {
+			err = c.Update(context.Background(), p)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return warnings.Take()
+	}
 
 	quiet := basePolicy(ns, "quiet")
-	if err := c.Create(context.Background(), quiet); err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	if w := warnings.Take(); len(w) != 0 {
+	if w := write("create", quiet, true); len(w) != 0 {
 		t.Errorf("a warning-free policy drew warnings: %q", w)
 	}
 
 	login := basePolicy(ns, "login")
 	login.Spec.Match.HTTP[0].PathPrefixes = []string{"/login"}
-	if err := c.Create(context.Background(), login); err != nil {
-		t.Fatalf("create FailOpen on /login: %v", err)
-	}
-	kube.AssertWarning(t, warnings.Take(), "spec.failureMode:", `FailOpen admits every request to "/login"`)
+	kube.AssertWarning(t, write("create FailOpen on /login", login, true), "spec.failureMode:", `FailOpen admits every request to "/login"`)
 
 	quiet.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
-	if err := c.Update(context.Background(), quiet); err != nil {
-		t.Fatalf("update algorithm: %v", err)
-	}
-	w := warnings.Take()
+	w := write("update algorithm", quiet, false)
 	kube.AssertWarning(t, w, "spec.algorithm: changing TokenBucket to GCRA", "orphans the live counters")
 	if len(w) != 1 {
 		t.Errorf("want only the algorithm warning, got %q", w)
 	}
 
 	quiet.Spec.Limits[0].Requests = 20
-	if err := c.Update(context.Background(), quiet); err != nil {
-		t.Fatalf("unrelated update: %v", err)
-	}
-	if w := warnings.Take(); len(w) != 0 {
+	if w := write("unrelated update", quiet, false); len(w) != 0 {
 		t.Errorf("an unrelated update drew warnings: %q", w)
 	}
 
