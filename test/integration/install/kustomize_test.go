@@ -61,6 +61,17 @@ func (r rendered) get(t *testing.T, kind, name string, into any) {
 	}
 }
 
+// decoded is the rendered object of kind and name, decoded strictly as its Kubernetes type T.
+func decoded[T any, P interface {
+	*T
+	client.Object
+}](t *testing.T, r rendered, kind, name string) P {
+	t.Helper()
+	p := P(new(T))
+	r.get(t, kind, name, p)
+	return p
+}
+
 func (r rendered) names(kind string) []string {
 	var out []string
 	for n := range r[kind] {
@@ -84,29 +95,33 @@ func TestKustomizeDefaultWebhooks(t *testing.T) {
 	r := renderDefault(t)
 	want := injectCAFrom + "=" + installNamespace + "/" + servingCert
 
-	var mutating admissionregistrationv1.MutatingWebhookConfiguration
-	r.get(t, "MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration", &mutating)
-	if got := injectCAFrom + "=" + mutating.Annotations[injectCAFrom]; got != want {
-		t.Errorf("mutating webhook configuration: annotation %s, want %s", got, want)
+	for _, c := range []struct{ kind, name, path string }{
+		{"MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration", "/mutate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy"},
+		{"ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration", "/validate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy"},
+	} {
+		// The fields both kinds share; TestKustomizeDefaultAcceptedByAPIServer decodes
+		// them strictly as their own types.
+		var wc struct {
+			Metadata struct{ Annotations map[string]string }
+			Webhooks []struct {
+				Name           string
+				FailurePolicy  *admissionregistrationv1.FailurePolicyType  `json:"failurePolicy"`
+				SideEffects    *admissionregistrationv1.SideEffectClass    `json:"sideEffects"`
+				TimeoutSeconds *int32                                      `json:"timeoutSeconds"`
+				MatchPolicy    *admissionregistrationv1.MatchPolicyType    `json:"matchPolicy"`
+				ClientConfig   admissionregistrationv1.WebhookClientConfig `json:"clientConfig"`
+			}
+		}
+		r.get(t, c.kind, c.name, &wc)
+		if got := injectCAFrom + "=" + wc.Metadata.Annotations[injectCAFrom]; got != want {
+			t.Errorf("%s: annotation %s, want %s", c.kind, got, want)
+		}
+		if len(wc.Webhooks) != 1 {
+			t.Fatalf("%s has %d webhooks, want 1", c.kind, len(wc.Webhooks))
+		}
+		w := wc.Webhooks[0]
+		checkWebhook(t, w.Name, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.MatchPolicy, w.ClientConfig, c.path)
 	}
-	if len(mutating.Webhooks) != 1 {
-		t.Fatalf("mutating webhook configuration has %d webhooks, want 1", len(mutating.Webhooks))
-	}
-	m := mutating.Webhooks[0]
-	checkWebhook(t, m.Name, m.FailurePolicy, m.SideEffects, m.TimeoutSeconds, m.MatchPolicy, m.ClientConfig,
-		"/mutate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy")
-
-	var validating admissionregistrationv1.ValidatingWebhookConfiguration
-	r.get(t, "ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration", &validating)
-	if got := injectCAFrom + "=" + validating.Annotations[injectCAFrom]; got != want {
-		t.Errorf("validating webhook configuration: annotation %s, want %s", got, want)
-	}
-	if len(validating.Webhooks) != 1 {
-		t.Fatalf("validating webhook configuration has %d webhooks, want 1", len(validating.Webhooks))
-	}
-	v := validating.Webhooks[0]
-	checkWebhook(t, v.Name, v.FailurePolicy, v.SideEffects, v.TimeoutSeconds, v.MatchPolicy, v.ClientConfig,
-		"/validate-policy-ratelimit-dev-v1alpha1-ratelimitpolicy")
 
 	var cert struct {
 		Metadata struct{ Name, Namespace string }
@@ -238,13 +253,9 @@ func managerDeployment(t *testing.T, r rendered) *appsv1.Deployment {
 // (server-side dry run; cert-manager's kinds are not installed in envtest).
 func TestKustomizeDefaultAcceptedByAPIServer(t *testing.T) {
 	r := renderDefault(t)
-	var svc corev1.Service
-	r.get(t, "Service", webhookService, &svc)
-	var mutating admissionregistrationv1.MutatingWebhookConfiguration
-	r.get(t, "MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration", &mutating)
-	var validating admissionregistrationv1.ValidatingWebhookConfiguration
-	r.get(t, "ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration", &validating)
-	dryRunRendered(t, r, &svc, managerDeployment(t, r), &mutating, &validating)
+	dryRunRendered(t, r, decoded[corev1.Service](t, r, "Service", webhookService), managerDeployment(t, r),
+		decoded[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "ratelimit-mutating-webhook-configuration"),
+		decoded[admissionregistrationv1.ValidatingWebhookConfiguration](t, r, "ValidatingWebhookConfiguration", "ratelimit-validating-webhook-configuration"))
 }
 
 // dryRunRendered has the API server validate rendered objects (server-side dry run) in the

@@ -23,16 +23,11 @@ func TestKustomizeDefaultRBAC(t *testing.T) {
 		t.Errorf("manager args %v lack --leader-elect", dep.Spec.Template.Spec.Containers[0].Args)
 	}
 
-	var account corev1.ServiceAccount
-	r.get(t, "ServiceAccount", sa, &account)
-	var cr rbacv1.ClusterRole
-	r.get(t, "ClusterRole", "ratelimit-manager-role", &cr)
-	var crb rbacv1.ClusterRoleBinding
-	r.get(t, "ClusterRoleBinding", "ratelimit-manager-rolebinding", &crb)
-	var role rbacv1.Role
-	r.get(t, "Role", "ratelimit-leader-election-role", &role)
-	var rb rbacv1.RoleBinding
-	r.get(t, "RoleBinding", "ratelimit-leader-election-rolebinding", &rb)
+	account := decoded[corev1.ServiceAccount](t, r, "ServiceAccount", sa)
+	cr := decoded[rbacv1.ClusterRole](t, r, "ClusterRole", "ratelimit-manager-role")
+	crb := decoded[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "ratelimit-manager-rolebinding")
+	role := decoded[rbacv1.Role](t, r, "Role", "ratelimit-leader-election-role")
+	rb := decoded[rbacv1.RoleBinding](t, r, "RoleBinding", "ratelimit-leader-election-rolebinding")
 
 	for _, b := range []struct {
 		name     string
@@ -47,9 +42,9 @@ func TestKustomizeDefaultRBAC(t *testing.T) {
 			t.Errorf("%s binds %+v to %s, want %s/%s to %s", b.name, b.subjects, b.roleRef.Name, installNamespace, sa, b.want)
 		}
 	}
-	checkLeaderElectionRole(t, &role)
+	checkLeaderElectionRole(t, role)
 
-	dryRunRendered(t, r, &account, &cr, &crb, &role, &rb)
+	dryRunRendered(t, r, account, cr, crb, role, rb)
 }
 
 // checkLeaderElectionRole: namespaced to the operator, leases and events only.
