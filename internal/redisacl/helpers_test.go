@@ -126,14 +126,8 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// newPolicy is a one-request-per-hour policy of ns with the default key layout (every key
-// under "{rl:<ns>/"), idempotent.
-func newPolicy(t testing.TB, ns string, alg limiter.Algorithm, mode limiter.FailureMode) *limiter.Policy {
-	t.Helper()
-	return policyWithKeys(t, ns, alg, mode, limitercheck.DefaultTag)
-}
-
-// policyWithKeys is newPolicy with the state and idempotency keys under tag.
+// policyWithKeys is a one-request-per-hour policy of ns, idempotent, with the state and
+// idempotency keys under tag.
 func policyWithKeys(t testing.TB, ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag string) *limiter.Policy {
 	t.Helper()
 	p, err := limitercheck.Policy(ns, alg, mode, tag)
