@@ -11,27 +11,21 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // controlPlane starts kube-apiserver + etcd with the CRD and the webhook configurations.
 func (d *demo) controlPlane(_ context.Context) error {
 	d.step("Control plane: kube-apiserver + etcd (envtest), CRD and webhook configurations installed")
-	env, err := kubetest.Start(func(e *envtest.Environment) {
-		e.WebhookInstallOptions = envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(kubetest.RepoRoot(), "config", "webhook")},
-		}
-	})
+	env, err := kube.Start(kube.WithWebhookConfigs)
 	if err != nil {
 		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
 	}
 	d.env = env
 	d.kcfg = filepath.Join(d.dir, "kubeconfig")
-	if err := kubetest.WriteKubeconfig(env.Config, d.kcfg); err != nil {
+	if err := kube.WriteKubeconfig(env.Config, d.kcfg); err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	d.say("API server %s, kubeconfig %s", env.Config.Host, d.kcfg)

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestEnsureUnavailableIsCheap: while Redis is known unavailable, Ensure answers from the
@@ -98,19 +101,13 @@ func waitLoaded(t *testing.T, rdb *redis.Client) {
 	for _, s := range limiter.Scripts() {
 		shas = append(shas, s.SHA)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if err := wait.Poll(10*time.Second, 20*time.Millisecond, func() error {
 		exists, err := rdb.ScriptExists(context.Background(), shas...).Result()
-		all := err == nil
-		for _, ok := range exists {
-			all = all && ok
+		if err == nil && slices.Contains(exists, false) {
+			return fmt.Errorf("loaded: %v", exists)
 		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scripts not loaded within 10s: %v %v", exists, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("scripts not loaded: %v", err)
 	}
 }

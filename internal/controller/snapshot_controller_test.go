@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,20 +14,13 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {
-	return v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/" + name}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}},
-			Algorithm: v1alpha1.AlgorithmTokenBucket,
-			Limits:    []v1alpha1.Limit{{Name: "per-second", Requests: requests, Period: metav1.Duration{Duration: time.Second}}},
-		},
-	}
+	p := policytest.New(ns, name, policytest.Paths("/"+name), policytest.Requests(requests))
+	p.UID = types.UID("uid-" + name)
+	return *p
 }
 
 func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Entry {

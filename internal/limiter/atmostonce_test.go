@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
-	"github.com/ratelimit-dev/ratelimit-operator/test/faultproxy"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // At most once (issue 13, item 6; DESIGN.md): a script is sent at most once unless Redis said

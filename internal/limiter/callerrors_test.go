@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // Call errors (issue 13, item 5): a reply that is one call's or one policy's fault (CROSSSLOT,
@@ -244,7 +244,7 @@ func TestOverloadIsNoNodeFault(t *testing.T) {
 	wg.Go(func() { l.Check(context.Background(), p, Request{Identity: stalled}) }) // holds the only worker
 	if _, err := waitFor(5*time.Second, time.Millisecond, func() error {
 		if n, _ := l.PipelineStats(); n == batches {
-			return errNotYet
+			return errors.New("no new pipeline batch")
 		}
 		return nil
 	}); err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // Faults on Redis Cluster under load (issue 8): a primary killed or failed over while checks
@@ -45,7 +45,7 @@ const (
 	// the promoted replica until the next periodic reload (measured with the default: the
 	// killed primary's identities were decided without Redis until 60 s after the kill, 58 s
 	// after the promotion). redisconn therefore sets redisconn.ClusterStateReload; the load
-	// uses the same interval, and cfObserver checks a redisconn-built client recovers too.
+	// uses the same interval, and an observer checks a redisconn-built client recovers too.
 	cfStateReload = redisconn.ClusterStateReload
 )
 
@@ -155,43 +155,49 @@ func (ld *cfLoad) finish() []cfRec {
 	return all
 }
 
-// cfObserver checks one identity every 50 ms through a Limiter on a client built by
+// observer checks one identity every interval through a Limiter on a client built by
 // redisconn.NewClient, as the sidecar builds it (go-redis's default
-// ClusterStateReloadInterval of 60 s), and remembers when its decisions were made without
-// Redis. It only reports: the load's own clients reload the slot map every cfStateReload.
-type cfObserver struct {
+// ClusterStateReloadInterval of 60 s), and remembers when its decisions came from Redis and
+// when not.
+type observer struct {
+	identity  string
+	rdb       *redis.ClusterClient
 	stopOnce  sync.Once
 	stop      chan struct{}
 	done      chan struct{}
-	lastLocal atomic.Int64 // unix nanos
-	lastRedis atomic.Int64 // unix nanos
+	lastLocal atomic.Int64 // unix nanos of the start of the latest decision without Redis
+	lastRedis atomic.Int64 // ... with Redis
+	lastErr   atomic.Value // string: the error of the latest decision without Redis
 }
 
-func cfStartObserver(t *testing.T, c *redistest.Cluster, p *Policy, identity string) *cfObserver {
+// startObserver starts an observer checking every interval, its limiter's timeout timeout,
+// for at most budget.
+func startObserver(t *testing.T, c *redistest.Cluster, p *Policy, identity string, interval, timeout, budget time.Duration) *observer {
 	t.Helper()
 	rdb, err := redisconn.NewClient(redisconn.Options{Mode: redisconn.ModeCluster, Addrs: c.Addrs()})
 	if err != nil {
 		t.Fatalf("redisconn.NewClient: %v", err)
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := newLimiter(t, rdb, Options{Timeout: 500 * time.Millisecond})
-	o := &cfObserver{stop: make(chan struct{}), done: make(chan struct{})}
+	l := newLimiter(t, rdb, Options{Timeout: timeout})
+	o := &observer{identity: identity, rdb: rdb.(*redis.ClusterClient), stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(o.halt)
 	go func() {
 		defer close(o.done)
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
-		for deadline := time.Now().Add(cfLoadCap); time.Now().Before(deadline); {
+		for deadline := time.Now().Add(budget); time.Now().Before(deadline); {
 			select {
 			case <-o.stop:
 				return
 			case <-tick.C:
 			}
 			start := time.Now().UnixNano()
-			if l.Check(context.Background(), p, Request{Identity: identity}).Source == SourceRedis {
+			if d := l.Check(context.Background(), p, Request{Identity: identity}); d.Source == SourceRedis {
 				o.lastRedis.Store(start)
 			} else {
 				o.lastLocal.Store(start)
+				o.lastErr.Store(fmt.Sprint(d.Err))
 			}
 		}
 	}()
@@ -199,13 +205,13 @@ func cfStartObserver(t *testing.T, c *redistest.Cluster, p *Policy, identity str
 }
 
 // halt stops the observer and waits for it.
-func (o *cfObserver) halt() {
+func (o *observer) halt() {
 	o.stopOnce.Do(func() { close(o.stop) })
 	<-o.done
 }
 
 // report stops the observer and describes its recovery relative to the promotion.
-func (o *cfObserver) report(promoted time.Time) string {
+func (o *observer) report(promoted time.Time) string {
 	o.halt()
 	local, redis := o.lastLocal.Load(), o.lastRedis.Load()
 	switch {
@@ -216,18 +222,6 @@ func (o *cfObserver) report(promoted time.Time) string {
 	default:
 		return fmt.Sprintf("decided without Redis until %s after the promotion", time.Unix(0, local).Sub(promoted).Round(time.Millisecond))
 	}
-}
-
-// cfWait polls cond every 5 ms until it holds or timeout passes, and reports whether it held.
-func cfWait(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
 
 // cfNoRefill is a token bucket limit of burst tokens that does not refill during a test (one
@@ -509,7 +503,9 @@ func cfFailover(t *testing.T, kill, pipelining bool) {
 	}
 	cfCheckOwner(t, cluster, pairs, primary)
 	limiters := cfLimiters(t, cluster, cfStateReload, Options{Timeout: 500 * time.Millisecond, Pipelining: pipelining})
-	observer := cfStartObserver(t, cluster, bystander, cfIdentities(bystander, "observer", 1, cfPrimarySlots(0))[0])
+	// It only reports: the load's own clients reload the slot map every cfStateReload.
+	watch := startObserver(t, cluster, bystander, cfIdentities(bystander, "observer", 1, cfPrimarySlots(0))[0],
+		50*time.Millisecond, 500*time.Millisecond, cfLoadCap)
 
 	ld := cfStartLoad(limiters, cfGoroutines, pairs)
 	defer ld.finish()
@@ -536,7 +532,7 @@ func cfFailover(t *testing.T, kill, pipelining bool) {
 	recs := ld.finish()
 
 	name := map[bool]string{true: "kill", false: "graceful"}[kill]
-	seen := observer.report(promoted)
+	seen := watch.report(promoted)
 	t.Logf("%s: a Limiter on a client built by redisconn, checking an identity of the failed primary 20 times a second: %s", name, seen)
 	if strings.HasPrefix(seen, "still") {
 		t.Errorf("%s: a redisconn-built client never found the promoted replica: %s", name, seen)

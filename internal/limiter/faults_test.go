@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestScriptFlushDuringLoad: while goroutines check for 2 s, another runs SCRIPT FLUSH every
@@ -131,16 +131,7 @@ func TestRedisKilled(t *testing.T) {
 			}
 
 			srv.Restart(t)
-			took, err := waitFor(10*time.Second, 10*time.Millisecond, func() error {
-				if d := l.Check(context.Background(), p, Request{Identity: "recovered"}); d.Source != SourceRedis {
-					return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("no decision from Redis after the restart: %v", err)
-			}
-			t.Logf("%s: decisions from Redis again %s after the restart", mode, took.Round(time.Millisecond))
+			waitRedisAgain(t, l, p, "recovered", 10*time.Second, "no decision from Redis after the restart")
 			for range 20 {
 				mustCheck(t, l, p, Request{Identity: "recovered"})
 			}
@@ -178,8 +169,8 @@ func killUnderLoad(t *testing.T, srv *redistest.Server, l *Limiter, p *Policy, m
 		}()
 	}
 	if _, err := waitFor(10*time.Second, time.Millisecond, func() error {
-		if done.Load() < 40 {
-			return errNotYet
+		if n := done.Load(); n < 40 {
+			return fmt.Errorf("%d of 40 checks done", n)
 		}
 		return nil
 	}); err != nil {
@@ -219,20 +210,23 @@ func killUnderLoad(t *testing.T, srv *redistest.Server, l *Limiter, p *Policy, m
 	}
 }
 
+// openBreaker checks identity against a dead Redis until the breaker opens, failing the
+// test when 200 checks do not open it.
+func openBreaker(t *testing.T, l *Limiter, p *Policy, identity string) {
+	t.Helper()
+	for range 200 {
+		if d := l.Check(context.Background(), p, Request{Identity: identity}); errors.Is(d.Err, ErrCircuitOpen) {
+			return
+		}
+	}
+	t.Fatalf("breaker did not open in 200 checks against a dead Redis")
+}
+
 // timeOpenBreaker waits (bounded) for the breaker to open, then times 2000 checks: each is a
 // failure-mode decision and the median costs well under a millisecond.
 func timeOpenBreaker(t *testing.T, l *Limiter, p *Policy, mode FailureMode) {
 	t.Helper()
-	opened := false
-	for range 200 {
-		if d := l.Check(context.Background(), p, Request{Identity: "probe"}); errors.Is(d.Err, ErrCircuitOpen) {
-			opened = true
-			break
-		}
-	}
-	if !opened {
-		t.Fatalf("breaker did not open in 200 checks against a dead Redis")
-	}
+	openBreaker(t, l, p, "probe")
 	const n = 2000
 	took := make([]time.Duration, 0, n)
 	circuitOpen := 0
@@ -326,12 +320,7 @@ func TestStalledRedisTimeout(t *testing.T) {
 				}
 			}
 			// Bounded: the pause ends after 1 s and Redis answers again.
-			if took, err := waitFor(5*time.Second, 20*time.Millisecond, func() error {
-				if d := l.Check(context.Background(), p, Request{Identity: "a"}); d.Source != SourceRedis {
-					return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-				}
-				return nil
-			}); err != nil {
+			if took, err := waitFor(5*time.Second, 20*time.Millisecond, byRedis(l, p, "a")); err != nil {
 				t.Fatalf("after the pause (started %s ago): %v", time.Since(paused).Round(time.Millisecond), err)
 			} else {
 				t.Logf("decisions from Redis again %s after the pause started (polled for %s)",
@@ -353,16 +342,7 @@ func TestBreakerRecoversAfterCanceledProbe(t *testing.T) {
 	mustCheck(t, l, p, Request{Identity: "a"})
 
 	srv.Kill()
-	opened := false
-	for range 200 {
-		if d := l.Check(context.Background(), p, Request{Identity: "a"}); errors.Is(d.Err, ErrCircuitOpen) {
-			opened = true
-			break
-		}
-	}
-	if !opened {
-		t.Fatalf("breaker did not open in 200 checks against a dead Redis")
-	}
+	openBreaker(t, l, p, "a")
 	time.Sleep(200 * time.Millisecond) // past the cooldown: the next check is the probe
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -371,14 +351,5 @@ func TestBreakerRecoversAfterCanceledProbe(t *testing.T) {
 	}
 
 	srv.Restart(t)
-	took, err := waitFor(5*time.Second, 10*time.Millisecond, func() error {
-		if d := l.Check(context.Background(), p, Request{Identity: "a"}); d.Source != SourceRedis {
-			return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Redis is back, but the Limiter never asks it again after a canceled probe: %v", err)
-	}
-	t.Logf("decisions from Redis again %s after the restart", took.Round(time.Millisecond))
+	waitRedisAgain(t, l, p, "a", 5*time.Second, "Redis is back, but the Limiter never asks it again after a canceled probe")
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // algorithms lists every algorithm, for tests that run on each.
@@ -26,6 +27,10 @@ func newPolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *
 		Algorithm: alg, Limits: limits, StateKey: testTemplate,
 		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
 		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, IdempotencyMaxReplays: 10, FailureMode: mode}
+	for _, l := range limits {
+		// A sliding window counts for two periods; loadLimitFor's may be just over an hour.
+		c.TTL = max(c.TTL, 2*l.Period)
+	}
 	if mode == LocalCap {
 		c.LocalCap = &LocalCapConfig{Requests: 3, Period: time.Hour, MaxIdentities: 100}
 	}
@@ -64,6 +69,17 @@ func newLimiter(t testing.TB, rdb redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// eachAlgorithm runs f as a subtest per algorithm, each with a limiter (default options) on
+// one standalone server shared by them.
+func eachAlgorithm(t *testing.T, f func(t *testing.T, l *Limiter, alg Algorithm)) {
+	t.Helper()
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) { f(t, l, alg) })
+	}
+}
+
 // mustCheck runs a check that must be answered by Redis itself.
 func mustCheck(t testing.TB, l *Limiter, p *Policy, r Request) Decision {
 	t.Helper()
@@ -72,4 +88,39 @@ func mustCheck(t testing.TB, l *Limiter, p *Policy, r Request) Decision {
 		t.Fatalf("decision from %s, want Redis: %v", d.Source, d.Err)
 	}
 	return d
+}
+
+// waitFor polls cond every interval until it returns nil or timeout passes, and returns how
+// long it took or the last error.
+func waitFor(timeout, interval time.Duration, cond func() error) (time.Duration, error) {
+	start := time.Now()
+	err := wait.Poll(timeout, interval, cond)
+	return time.Since(start), err
+}
+
+// cfWait polls cond every 5 ms until it holds or timeout passes, and reports whether it held.
+func cfWait(timeout time.Duration, cond func() bool) bool {
+	return wait.Poll(timeout, 5*time.Millisecond, wait.Cond(cond)) == nil
+}
+
+// byRedis is a waitFor condition: a check of p for identity that Redis decided.
+func byRedis(l *Limiter, p *Policy, identity string) func() error {
+	return func() error {
+		if d := l.Check(context.Background(), p, Request{Identity: identity}); d.Source != SourceRedis {
+			return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
+		}
+		return nil
+	}
+}
+
+// waitRedisAgain waits up to timeout for l to have Redis decide a check of p for identity
+// after Redis came back and logs how long that took; it fails the test with stuck when it
+// did not happen.
+func waitRedisAgain(t *testing.T, l *Limiter, p *Policy, identity string, timeout time.Duration, stuck string) {
+	t.Helper()
+	took, err := waitFor(timeout, 10*time.Millisecond, byRedis(l, p, identity))
+	if err != nil {
+		t.Fatalf("%s: %v", stuck, err)
+	}
+	t.Logf("decisions from Redis again %s after the restart", took.Round(time.Millisecond))
 }

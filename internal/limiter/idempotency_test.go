@@ -27,64 +27,56 @@ func idemPolicy(t *testing.T, alg Algorithm, requests int64, maxReplays int) *Po
 // TestIdempotencyKeyIsNoFreePass replays the reported attacks on every algorithm: one id
 // sent 50 times, and one id on 12 different requests.
 func TestIdempotencyKeyIsNoFreePass(t *testing.T) {
-	_, rdb := standalone(t)
-	l := newLimiter(t, rdb, Options{})
-	for _, alg := range algorithms {
-		t.Run(string(alg), func(t *testing.T) {
-			p := idemPolicy(t, alg, 3, 3)
-			admitted := 0
-			for range 50 {
-				if mustCheck(t, l, p, Request{Identity: "a", RequestID: "same", Fingerprint: "POST /pay"}).Allowed {
-					admitted++
-				}
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		p := idemPolicy(t, alg, 3, 3)
+		admitted := 0
+		for range 50 {
+			if mustCheck(t, l, p, Request{Identity: "a", RequestID: "same", Fingerprint: "POST /pay"}).Allowed {
+				admitted++
 			}
-			// The first request, its 3 replays, then the 2 requests left of the limit.
-			if admitted != 3+3 {
-				t.Errorf("one id sent 50 times: %d admitted, want 6 (3 requests + 3 replays of the first)", admitted)
+		}
+		// The first request, its 3 replays, then the 2 requests left of the limit.
+		if admitted != 3+3 {
+			t.Errorf("one id sent 50 times: %d admitted, want 6 (3 requests + 3 replays of the first)", admitted)
+		}
+		admitted = 0
+		for i := range 12 {
+			if mustCheck(t, l, p, Request{Identity: "b", RequestID: "same", Fingerprint: fmt.Sprintf("POST /path-%d", i)}).Allowed {
+				admitted++
 			}
-			admitted = 0
-			for i := range 12 {
-				if mustCheck(t, l, p, Request{Identity: "b", RequestID: "same", Fingerprint: fmt.Sprintf("POST /path-%d", i)}).Allowed {
-					admitted++
-				}
-			}
-			if admitted != 3 {
-				t.Errorf("one id on 12 different requests: %d admitted, want 3 (the limit)", admitted)
-			}
-		})
-	}
+		}
+		if admitted != 3 {
+			t.Errorf("one id on 12 different requests: %d admitted, want 3 (the limit)", admitted)
+		}
+	})
 }
 
 // TestIdempotencyReplayBoundAndBinding: the same request replays its first decision without a
 // debit up to maxReplays times, then counts as new; another request under a seen id counts
 // as new and leaves the first request's record alone; the identity is part of the binding.
 func TestIdempotencyReplayBoundAndBinding(t *testing.T) {
-	_, rdb := standalone(t)
-	l := newLimiter(t, rdb, Options{})
-	for _, alg := range algorithms {
-		t.Run(string(alg), func(t *testing.T) {
-			p := idemPolicy(t, alg, 10, 2)
-			req := Request{Identity: "a", RequestID: "id-1", Fingerprint: "GET /x"}
-			expect := func(what string, r Request, allowed, replayed bool, remaining int64) {
-				t.Helper()
-				d := mustCheck(t, l, p, r)
-				if d.Allowed != allowed || d.Replayed != replayed || d.Remaining != remaining {
-					t.Fatalf("%s: %+v, want allowed %v, replayed %v, %d left", what, d, allowed, replayed, remaining)
-				}
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		p := idemPolicy(t, alg, 10, 2)
+		req := Request{Identity: "a", RequestID: "id-1", Fingerprint: "GET /x"}
+		expect := func(what string, r Request, allowed, replayed bool, remaining int64) {
+			t.Helper()
+			d := mustCheck(t, l, p, r)
+			if d.Allowed != allowed || d.Replayed != replayed || d.Remaining != remaining {
+				t.Fatalf("%s: %+v, want allowed %v, replayed %v, %d left", what, d, allowed, replayed, remaining)
 			}
-			expect("first", req, true, false, 9)
-			expect("replay 1", req, true, true, 9)
-			other := req
-			other.Fingerprint = "GET /y"
-			expect("another request under the seen id", other, true, false, 8)
-			expect("replay 2 (the record is the first request's)", req, true, true, 9)
-			expect("beyond maxReplays: a new request", req, true, false, 7)
-			expect("still a new request", req, true, false, 6)
-			thief := req
-			thief.Identity = "b"
-			expect("the same id and request from another identity", thief, true, false, 9)
-		})
-	}
+		}
+		expect("first", req, true, false, 9)
+		expect("replay 1", req, true, true, 9)
+		other := req
+		other.Fingerprint = "GET /y"
+		expect("another request under the seen id", other, true, false, 8)
+		expect("replay 2 (the record is the first request's)", req, true, true, 9)
+		expect("beyond maxReplays: a new request", req, true, false, 7)
+		expect("still a new request", req, true, false, 6)
+		thief := req
+		thief.Identity = "b"
+		expect("the same id and request from another identity", thief, true, false, 9)
+	})
 }
 
 // TestIdempotencyKeyNotSharedAcrossPolicies: two policies whose idempotency templates name

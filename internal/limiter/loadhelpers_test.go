@@ -2,8 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // Load shape shared by the over-admission tests (load_test.go) and the naive limiter
@@ -237,22 +235,6 @@ func scanAll(t testing.TB, rdb *redis.Client) []string {
 	return keys
 }
 
-// waitFor polls cond every interval until it returns nil or timeout passes, and returns how
-// long it took or the last error.
-func waitFor(timeout, interval time.Duration, cond func() error) (time.Duration, error) {
-	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > timeout {
-			return time.Since(start), fmt.Errorf("after %s: %w", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // percentile returns the p-th percentile (0..100) of ds, which it sorts.
 func percentile(ds []time.Duration, p int) time.Duration {
 	slices.Sort(ds)
@@ -265,5 +247,3 @@ func startClusterT(t testing.TB) *redistest.Cluster {
 	redistest.RequireRedis(t)
 	return redistest.StartCluster(t, 3)
 }
-
-var errNotYet = errors.New("not yet")

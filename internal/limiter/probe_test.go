@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestBreakerProbeAcceptsAnyAnswer: the breaker's probe asks whether the node answers, and any
@@ -41,14 +41,5 @@ func TestBreakerProbeAcceptsAnyAnswer(t *testing.T) {
 		t.Fatalf("the breaker did not open against a dead Redis: %v", err)
 	}
 	srv.Restart(t)
-	took, err := waitFor(5*time.Second, 10*time.Millisecond, func() error {
-		if d := l.Check(context.Background(), p, Request{Identity: "a"}); d.Source != SourceRedis {
-			return fmt.Errorf("decision from %s: %w", d.Source, d.Err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Redis is back, but checks are still refused: %v", err)
-	}
-	t.Logf("decisions from Redis again %s after the restart", took.Round(time.Millisecond))
+	waitRedisAgain(t, l, p, "a", 5*time.Second, "Redis is back, but checks are still refused")
 }

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // A shard's breaker must not stay open, nor its probe run, after its primary has gone
@@ -64,7 +61,7 @@ func srFailover(t *testing.T, waitClosed bool) {
 	if waitClosed {
 		budget += 90 * time.Second
 	}
-	obs := srStartObserver(t, cluster, p, cfIdentities(p, "watched", 1, cfPrimarySlots(0))[0], budget)
+	obs := startObserver(t, cluster, p, cfIdentities(p, "watched", 1, cfPrimarySlots(0))[0], 10*time.Millisecond, 300*time.Millisecond, budget)
 	if !cfWait(10*time.Second, func() bool { return obs.lastRedis.Load() != 0 }) {
 		t.Fatalf("the observer got no decision from Redis before the fault")
 	}
@@ -104,68 +101,16 @@ func srWaitClosed(t *testing.T, c *redis.Client) {
 	t.Logf("go-redis closed the dead primary's node client %s after the kill", time.Since(start).Round(time.Second))
 }
 
-// srObserver checks one identity every 10 ms and remembers when decisions came from Redis
-// and when not.
-type srObserver struct {
-	identity  string
-	rdb       *redis.ClusterClient
-	stopOnce  sync.Once
-	stop      chan struct{}
-	done      chan struct{}
-	lastLocal atomic.Int64 // unix nanos of the start of the latest decision without Redis
-	lastRedis atomic.Int64 // ... with Redis
-	lastErr   atomic.Value // string: the error of the latest decision without Redis
-}
-
-// srStartObserver starts an observer that runs for at most budget.
-func srStartObserver(t *testing.T, c *redistest.Cluster, p *Policy, identity string, budget time.Duration) *srObserver {
-	t.Helper()
-	rdb, err := redisconn.NewClient(redisconn.Options{Mode: redisconn.ModeCluster, Addrs: c.Addrs()})
-	if err != nil {
-		t.Fatalf("redisconn.NewClient: %v", err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	l := newLimiter(t, rdb, Options{Timeout: 300 * time.Millisecond})
-	o := &srObserver{identity: identity, rdb: rdb.(*redis.ClusterClient), stop: make(chan struct{}), done: make(chan struct{})}
-	t.Cleanup(o.halt)
-	go func() {
-		defer close(o.done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for deadline := time.Now().Add(budget); time.Now().Before(deadline); {
-			select {
-			case <-o.stop:
-				return
-			case <-tick.C:
-			}
-			start := time.Now().UnixNano()
-			if d := l.Check(context.Background(), p, Request{Identity: identity}); d.Source == SourceRedis {
-				o.lastRedis.Store(start)
-			} else {
-				o.lastLocal.Store(start)
-				o.lastErr.Store(fmt.Sprint(d.Err))
-			}
-		}
-	}()
-	return o
-}
-
-// halt stops the observer and waits for it.
-func (o *srObserver) halt() {
-	o.stopOnce.Do(func() { close(o.stop) })
-	<-o.done
-}
-
 // recovered reports whether, since the event at since, Redis has decided every check for
 // srQuiet.
-func (o *srObserver) recovered(since time.Time) bool {
+func (o *observer) recovered(since time.Time) bool {
 	local, redis := o.lastLocal.Load(), o.lastRedis.Load()
 	return redis > since.UnixNano() && redis > local && time.Since(time.Unix(0, max(local, since.UnixNano()))) >= srQuiet
 }
 
 // srCheckRecovered waits up to srRecovery + srQuiet after the event at since for the observer
 // to see only Redis decisions.
-func srCheckRecovered(t *testing.T, o *srObserver, event string, since time.Time) {
+func srCheckRecovered(t *testing.T, o *observer, event string, since time.Time) {
 	t.Helper()
 	if !cfWait(srRecovery+srQuiet, func() bool { return o.recovered(since) }) {
 		t.Errorf("%s: the shard's checks are still decided without Redis %s later (latest error: %v)",

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 const testIdemTemplate = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}"
@@ -241,7 +242,7 @@ func TestReplicaByteIdentical(t *testing.T) {
 			return err
 		}
 		if !strings.Contains(info, "master_link_status:up") {
-			return errNotYet
+			return errors.New("replication link not up")
 		}
 		return nil
 	}); err != nil {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -205,7 +207,7 @@ var rejectCases = []rejectCase{
 		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Limits[0].Requests = 0 },
 		field:  "spec.limits[0].requests", msgs: []string{"must be at least 1"}},
 	{name: "cost max below cost default",
-		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Cost = &v1alpha1.Cost{Default: 5, Max: ptr[int64](2)} },
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Cost = &v1alpha1.Cost{Default: 5, Max: ptr.To[int64](2)} },
 		field:  "spec.cost.max", msgs: []string{"must be at least cost.default"}},
 	{name: "GCRA faster than one request per microsecond",
 		mutate: func(p *v1alpha1.RateLimitPolicy) {
@@ -363,7 +365,7 @@ func TestCompileRejects(t *testing.T) {
 func TestCompileReportsEveryProblem(t *testing.T) {
 	p := base()
 	p.Spec.Limits = append(p.Spec.Limits, limit("per-minute", 0, time.Microsecond, 0))
-	p.Spec.Cost = &v1alpha1.Cost{Default: 3, Max: ptr[int64](1)}
+	p.Spec.Cost = &v1alpha1.Cost{Default: 3, Max: ptr.To[int64](1)}
 	p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
 	layout(p, "{rl:${user}}", "", 0)
 	policy.Default(p)
@@ -462,7 +464,7 @@ var acceptCases = []acceptCase{
 		layout(p, "{rl:${namespace}/${policy}}:${limit}", "", 0)
 	}},
 	{"cost max equal to cost default", func(p *v1alpha1.RateLimitPolicy) {
-		p.Spec.Cost = &v1alpha1.Cost{Default: 2, Header: "X-Cost", Max: ptr[int64](2)}
+		p.Spec.Cost = &v1alpha1.Cost{Default: 2, Header: "X-Cost", Max: ptr.To[int64](2)}
 	}},
 	{"LocalCap with its cap", func(p *v1alpha1.RateLimitPolicy) {
 		p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
@@ -534,16 +536,7 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 // direct conversion of the API object asks for: nothing is lost, rounded or defaulted
 // differently on the way from kubectl apply to the limiter.
 func TestRoundTrip(t *testing.T) {
-	cases := map[string]*v1alpha1.RateLimitPolicy{}
-	for _, tc := range acceptCases {
-		p := base()
-		tc.mutate(p)
-		cases[tc.name] = p
-	}
-	for file, p := range samples(t) {
-		cases[file] = p
-	}
-	for name, p := range cases {
+	for name, p := range accepted(t) {
 		t.Run(name, func(t *testing.T) {
 			built, errs := policy.Rules{}.Build(p)
 			if len(errs) > 0 {

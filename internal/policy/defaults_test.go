@@ -164,16 +164,7 @@ func TestDefaultKeepsUserFields(t *testing.T) {
 // TestDefaultIdempotent: defaulting twice gives what defaulting once gives, for the base
 // variations and every sample.
 func TestDefaultIdempotent(t *testing.T) {
-	policies := map[string]*v1alpha1.RateLimitPolicy{}
-	for _, tc := range acceptCases {
-		p := base()
-		tc.mutate(p)
-		policies[tc.name] = p
-	}
-	for file, p := range samples(t) {
-		policies[file] = p
-	}
-	for name, p := range policies {
+	for name, p := range accepted(t) {
 		t.Run(name, func(t *testing.T) {
 			once := p.DeepCopy()
 			policy.Default(once)

@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -35,7 +37,7 @@ func FuzzCompile(f *testing.F) {
 			l := v1alpha1.Limit{Name: string(rune('a' + i)), Requests: requests + i,
 				Period: metav1.Duration{Duration: time.Duration(periodUs*(i+1)) * time.Microsecond}}
 			if burst != 0 {
-				l.Burst = ptr(burst)
+				l.Burst = ptr.To(burst)
 			}
 			p.Spec.Limits = append(p.Spec.Limits, l)
 		}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 // Namespace and name of the base policy; the slot numbers in the tests depend on them.
@@ -24,26 +25,10 @@ const (
 // base is a valid, warning-free policy: per API key, 10 requests per second with bursts up
 // to 20 (TokenBucket, horizon 2s), FailOpen on /api. Every case changes one thing in it.
 func base() *v1alpha1.RateLimitPolicy {
-	return &v1alpha1.RateLimitPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: baseNamespace, Name: baseName},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{
-				PathPrefixes: []string{"/api"},
-				Methods:      []v1alpha1.HTTPMethod{"GET"},
-			}}},
-			Identity: v1alpha1.Identity{
-				Sources: []v1alpha1.IdentitySource{
-					{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-					{Type: v1alpha1.IdentityClientIP},
-				},
-				OnMissing: v1alpha1.MissingIdentityShared,
-			},
-			Algorithm:   v1alpha1.AlgorithmTokenBucket,
-			Limits:      []v1alpha1.Limit{limit("per-second", 10, time.Second, 20)},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
+	return policytest.New(baseNamespace, baseName, policytest.TypeMeta, policytest.Methods("GET"),
+		policytest.Sources(policytest.Header("X-API-Key"), v1alpha1.IdentitySource{Type: v1alpha1.IdentityClientIP}),
+		policytest.OnMissing(v1alpha1.MissingIdentityShared), policytest.Burst(20),
+		policytest.FailureMode(v1alpha1.FailureModeFailOpen))
 }
 
 // limit builds a limit; burst 0 leaves it unset.
@@ -56,8 +41,6 @@ func limit(name string, requests int64, period time.Duration, burst int64) v1alp
 }
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-
-func ptr[T any](v T) *T { return &v }
 
 // layout sets the key layout; empty strings and a zero ttl leave those fields unset.
 func layout(p *v1alpha1.RateLimitPolicy, state, idem string, ttl time.Duration) {
@@ -118,6 +101,19 @@ func list(errs field.ErrorList) string {
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// accepted are the policies Build must accept: the base with each of acceptCases, by case
+// name, and every sample, by file.
+func accepted(t *testing.T) map[string]*v1alpha1.RateLimitPolicy {
+	t.Helper()
+	out := samples(t)
+	for _, tc := range acceptCases {
+		p := base()
+		tc.mutate(p)
+		out[tc.name] = p
+	}
+	return out
 }
 
 // samples reads every RateLimitPolicy under config/samples into the typed object, as the

@@ -15,7 +15,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // clusterOnly are the commands a namespace's user gets on Cluster only.
@@ -44,10 +45,10 @@ func TestClusterUsers(t *testing.T) {
 	}
 	t.Run("own checks", func(t *testing.T) {
 		ca := client(t, redisconn.ModeCluster, cl.Addrs()[:1], a.Name, pa)
-		if errs := exercise(ctx, t, ca, "a", flushScripts(cl.Primaries()...)); len(errs) > 0 {
+		if errs := exercise(ctx, ca, "a", redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
 			t.Fatalf("a's checks on Cluster: %v", errors.Join(errs...))
 		}
-		if log := aclLog(ctx, t, cl.Nodes()...); len(log) > 0 {
+		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); len(log) > 0 {
 			t.Fatalf("ACL LOG has refusals %v", log)
 		}
 	})
@@ -66,7 +67,7 @@ func TestClusterUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range cl.Nodes() {
-			if getUser(ctx, t, n, a.Name) != nil {
+			if n.PasswordHashes(ctx, t, a.Name) != nil {
 				t.Errorf("%s still holds %s", n.Addr(), a.Name)
 			}
 		}
@@ -88,8 +89,8 @@ func checkClusterGrants(ctx context.Context, t *testing.T, cl *redistest.Cluster
 		}
 		resetACLLog(ctx, t, cl.Nodes()...)
 		c := client(t, redisconn.ModeCluster, cl.Addrs()[:1], user.Name, p)
-		errs := exercise(ctx, t, c, ns, flushScripts(cl.Primaries()...))
-		if log := aclLog(ctx, t, cl.Nodes()...); !slices.Contains(log, "command:"+cmd) {
+		errs := exercise(ctx, c, ns, redistest.FlushScripts(cl.Primaries()...))
+		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG %v (errors %v); want %s refused", cmd, log, errs, cmd)
 		}
 		if err := u.Delete(ctx, user.Name); err != nil {
@@ -117,8 +118,8 @@ func checkAdminClusterGrant(ctx context.Context, t *testing.T, cl *redistest.Clu
 	for _, user := range []string{adminUser, copyUser} {
 		resetACLLog(ctx, t, cl.Nodes()...)
 		u, c := asUser(t, redisconn.ModeCluster, cl.Addrs()[:1], user, adminPassword)
-		errs := managerWork(ctx, c, u, flushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]))
-		log := aclLog(ctx, t, cl.Nodes()...)
+		errs := managerWork(ctx, c, u, redistest.FlushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]))
+		log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...)
 		switch {
 		case user == adminUser && (len(errs) > 0 || len(log) > 0):
 			t.Errorf("manager work on Cluster as %s: errors %v, ACL LOG %v", user, errors.Join(errs...), log)
@@ -211,25 +212,26 @@ func untilRedis(ctx context.Context, l *limiter.Limiter, p *limiter.Policy, id s
 func waitRepaired(ctx context.Context, t *testing.T, cl *redistest.Cluster, u *redisacl.Users, want ...redisacl.User) {
 	t.Helper()
 	applied := 0
-	var last []string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if err := wait.Poll(30*time.Second, 200*time.Millisecond, func() error {
 		res, _ := u.Repair(ctx) // a node still joining fails the round: retried
 		applied += res.Applied
-		last = nil
+		var last []string
 		for _, user := range want {
 			if got := holders(ctx, t, cl.Nodes(), user); len(got) != len(cl.Nodes()) {
 				last = append(last, fmt.Sprintf("%s on %v", user.Name, got))
 			}
 		}
-		if len(last) == 0 {
-			t.Logf("Repair set %d users again on the restarted nodes", applied)
-			if applied < 2*len(want) {
-				t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))
-			}
-			return
+		if len(last) > 0 {
+			return fmt.Errorf("%v", last)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("not repaired: %v", err)
 	}
-	t.Fatalf("not repaired within 30s: %v", last)
+	t.Logf("Repair set %d users again on the restarted nodes", applied)
+	if applied < 2*len(want) {
+		t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))
+	}
 }
 
 func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
@@ -271,12 +273,12 @@ func identityOn(t *testing.T, p *limiter.Policy, i, primaries int) string {
 // waitPromoted waits until r says it is a primary, and returns when.
 func waitPromoted(t *testing.T, r *redistest.Server) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	wait.Eventually(t, 30*time.Second, "replica "+r.Addr()+" promoted", func() error {
 		info, err := r.Client().Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "role:master") {
-			return time.Now()
+		if err == nil && !strings.Contains(info, "role:master") {
+			return errors.New("not a primary")
 		}
-	}
-	t.Fatalf("replica %s not promoted within 30s", r.Addr())
-	return time.Time{}
+		return err
+	})
+	return time.Now()
 }

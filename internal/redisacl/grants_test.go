@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestTenantEveryGrantIsNeeded drops each command of a namespace's user in turn (the
@@ -22,9 +22,7 @@ import (
 // refused: the command list is minimal.
 func TestTenantEveryGrantIsNeeded(t *testing.T) {
 	t.Parallel()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	for _, cmd := range redisacl.SidecarCommands(false, 0) {
 		ns := "without-" + strings.ReplaceAll(cmd, "|", "-")
@@ -35,8 +33,8 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		resetACLLog(ctx, t, srv)
-		errs := exercise(ctx, t, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, flushScripts(srv))
-		if log := aclLog(ctx, t, srv); !slices.Contains(log, "command:"+cmd) {
+		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, redistest.FlushScripts(srv))
+		if log := redistest.ACLRefusals(ctx, t, "", srv); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG has %v (errors: %v); want %s refused", cmd, log, errs, cmd)
 		}
 	}
@@ -46,9 +44,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 // connection), which SidecarCommands adds then.
 func TestTenantSelect(t *testing.T) {
 	t.Parallel()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	p := password(t)
 	user := tenant(t, "db1", false, p)
@@ -56,7 +52,7 @@ func TestTenantSelect(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: 1,
-		CredentialsPath: credentialsDir(t, user.Name, p)}
+		CredentialsPath: redistest.CredentialsDir(t, user.Name, p)}
 	c, err := redisconn.NewClient(o)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +65,7 @@ func TestTenantSelect(t *testing.T) {
 	if err := u.Ensure(ctx, user); err != nil {
 		t.Fatal(err)
 	}
-	if errs := exercise(ctx, t, c, "db1", flushScripts(srv)); len(errs) > 0 {
+	if errs := exercise(ctx, c, "db1", redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("database 1 with SidecarCommands(false, 1): %v", errors.Join(errs...))
 	}
 }
@@ -118,15 +114,7 @@ func deleteUsers(name string, nodes ...*redistest.Server) func(context.Context) 
 // adminGrants are the +command rules of the administrative user in acl.conf.
 func adminGrants(t *testing.T) []string {
 	t.Helper()
-	var grants []string
-	adminConf(t, func(rules []string) []string {
-		for _, r := range rules {
-			if strings.HasPrefix(r, "+") {
-				grants = append(grants, r)
-			}
-		}
-		return rules
-	})
+	grants := redistest.ACLGrants(t, aclConfPath, adminUser)
 	if len(grants) == 0 {
 		t.Fatalf("%s: the %s user grants nothing", aclConfPath, adminUser)
 	}
@@ -151,8 +139,8 @@ func TestAdminACL(t *testing.T) {
 			}))
 			u, admin := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
 			ctx := testCtx(t)
-			errs := managerWork(ctx, admin, u, flushScripts(srv), deleteUsers(prefix+"work", srv))
-			log := aclLog(ctx, t, srv)
+			errs := managerWork(ctx, admin, u, redistest.FlushScripts(srv), deleteUsers(prefix+"work", srv))
+			log := redistest.ACLRefusals(ctx, t, "", srv)
 			switch {
 			case drop == "" && (len(errs) > 0 || len(log) > 0):
 				t.Fatalf("manager work as %s: errors %v, ACL LOG %v", adminUser, errors.Join(errs...), log)

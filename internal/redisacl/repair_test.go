@@ -7,15 +7,13 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // startRepair starts a server with users a and b set through the administrative user.
 func startRepair(t *testing.T) (*redistest.Server, *redisacl.Users, map[string]string) {
 	t.Helper()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	pass := map[string]string{"a": password(t), "b": password(t)}
 	for ns, p := range pass {
 		if err := u.Ensure(testCtx(t), tenant(t, ns, false, p)); err != nil {
@@ -73,7 +71,7 @@ func TestRepairAfterRestart(t *testing.T) {
 		t.Fatalf("Repair after the restart: %+v, %v; want a and b set again", res, err)
 	}
 	for ns, p := range pass {
-		if errs := checkAll(ctx, t, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns); len(errs) > 0 {
+		if errs := checkAll(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns); len(errs) > 0 {
 			t.Errorf("%s after the repair: %v", ns, errs)
 		}
 	}

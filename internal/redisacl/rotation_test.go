@@ -7,8 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestPasswordRotationOnServer shows on a real server what rotation relies on: while the
@@ -18,9 +17,7 @@ import (
 // connection with it is refused; deleting the user closes its connections.
 func TestPasswordRotationOnServer(t *testing.T) {
 	t.Parallel()
-	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	oldPass, newPass := password(t), password(t)
 	if err := u.Ensure(ctx, tenant(t, "rot", false, oldPass)); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // startTenants starts a server with the administrative user, creates the users of
@@ -43,11 +43,11 @@ func TestTenantOwnChecks(t *testing.T) {
 	srv, shop, bank := startTenants(t)
 	ctx := testCtx(t)
 	for ns, c := range map[string]redis.UniversalClient{"shop": shop, "bank": bank} {
-		if errs := exercise(ctx, t, c, ns, flushScripts(srv)); len(errs) > 0 {
+		if errs := exercise(ctx, c, ns, redistest.FlushScripts(srv)); len(errs) > 0 {
 			t.Errorf("%s's checks as its own user: %v", ns, errors.Join(errs...))
 		}
 	}
-	if log := aclLog(ctx, t, srv); len(log) > 0 {
+	if log := redistest.ACLRefusals(ctx, t, "", srv); len(log) > 0 {
 		t.Fatalf("ACL LOG has refusals %v; a namespace's own checks must need none", log)
 	}
 }
@@ -77,7 +77,7 @@ func TestTenantScope(t *testing.T) {
 			t.Errorf("canary %s after the attempts: %q, %v", k, v, err)
 		}
 	}
-	log := aclLog(ctx, t, srv)
+	log := redistest.ACLRefusals(ctx, t, "", srv)
 	for _, k := range canaries {
 		if !slices.Contains(log, "key:"+k) {
 			t.Errorf("ACL LOG does not name %s as a refused key: %v", k, log)

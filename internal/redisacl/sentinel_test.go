@@ -2,12 +2,14 @@ package redisacl_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // TestSentinelUsers: with a Sentinel-managed primary and replica (both including the
@@ -32,7 +34,7 @@ func TestSentinelUsers(t *testing.T) {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
 	}
 	sidecar := client(t, redisconn.ModeSentinel, []string{sentinel.Addr()}, a.Name, pa)
-	if errs := checkAll(ctx, t, sidecar, "a"); len(errs) > 0 {
+	if errs := checkAll(ctx, sidecar, "a"); len(errs) > 0 {
 		t.Fatalf("a's checks through the Sentinel: %v", errs)
 	}
 	l := newLimiter(t, sidecar)
@@ -53,27 +55,9 @@ func TestSentinelUsers(t *testing.T) {
 
 	primary.Restart(t) // the old primary, now to be a replica: back without users
 	waitRepairedOn(ctx, t, u, []*redistest.Server{replica, primary}, a)
-	if refused := refusalsOf(ctx, t, adminUser, replica, primary); len(refused) > 0 {
+	if refused := redistest.ACLRefusals(ctx, t, adminUser, replica, primary); len(refused) > 0 {
 		t.Errorf("Redis refused the administrative user: %v", refused)
 	}
-}
-
-// refusalsOf are the nodes' ACL LOG entries of user.
-func refusalsOf(ctx context.Context, t *testing.T, user string, nodes ...*redistest.Server) []string {
-	t.Helper()
-	var out []string
-	for _, n := range nodes {
-		entries, err := n.Client().ACLLog(ctx, 1000).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if e.Username == user {
-				out = append(out, n.Addr()+" "+e.Reason+":"+e.Object)
-			}
-		}
-	}
-	return out
 }
 
 // waitNamed waits until the Sentinel names n as the primary.
@@ -81,28 +65,30 @@ func waitNamed(ctx context.Context, t *testing.T, s *redistest.Sentinel, n *redi
 	t.Helper()
 	sc := s.Client()
 	defer func() { _ = sc.Close() }()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	wait.Eventually(t, 30*time.Second, "the Sentinel names "+n.Addr()+" as the primary", func() error {
 		addr, err := sc.GetMasterAddrByName(ctx, masterName).Result()
-		if err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == n.Addr() {
-			return
+		if err == nil && (len(addr) != 2 || addr[0]+":"+addr[1] != n.Addr()) {
+			return fmt.Errorf("it names %v", addr)
 		}
-	}
-	t.Fatalf("the Sentinel does not name %s as the primary within 30s", n.Addr())
+		return err
+	})
 }
 
 // waitRepairedOn runs Repair until every node holds the users (a restarted replica is
 // listed by the Sentinel once it is connected again), bounded.
 func waitRepairedOn(ctx context.Context, t *testing.T, u *redisacl.Users, nodes []*redistest.Server, want ...redisacl.User) {
 	t.Helper()
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if err := wait.Poll(45*time.Second, 200*time.Millisecond, func() error {
 		_, _ = u.Repair(ctx) // a round while the replica is listed down is retried
 		missing := 0
 		for _, user := range want {
 			missing += len(nodes) - len(holders(ctx, t, nodes, user))
 		}
-		if missing == 0 {
-			return
+		if missing > 0 {
+			return fmt.Errorf("%d missing", missing)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("users not on every node: %v", err)
 	}
-	t.Fatalf("users not on every node within 45s")
 }

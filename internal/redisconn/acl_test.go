@@ -2,15 +2,10 @@ package redisconn_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,68 +14,30 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 const (
-	aclConfPath    = "../../config/redis/acl.conf"
-	aclUser        = "ratelimit"
-	aclPassword    = "rl-acl-pa55"
-	aclPlaceholder = "#REPLACE-WITH-SHA256-HEX-OF-THE-PASSWORD"
-	// adminPlaceholder is the administrative user's (internal/redisacl tests it); replaced
-	// here only so that the server starts.
-	adminPlaceholder = "#REPLACE-WITH-SHA256-HEX-OF-THE-ADMIN-PASSWORD"
+	aclConfPath = "../../config/redis/acl.conf"
+	aclUser     = "ratelimit"
+	aclPassword = "rl-acl-pa55"
 )
 
 // clusterOnlyRules are granted for go-redis's Cluster client; standalone never sends them.
 var clusterOnlyRules = []string{"+cluster|slots", "+command"}
 
-// aclConf writes config/redis/acl.conf with the password placeholder replaced and the
-// ratelimit user's rules passed through edit (nil keeps them), and returns its path.
-func aclConf(t *testing.T, edit func([]string) []string) string {
+// aclConf makes a server include config/redis/acl.conf's ratelimit user with its password
+// placeholder replaced and its rules passed through edit (nil keeps them).
+func aclConf(t *testing.T, edit func([]string) []string) redistest.Option {
 	t.Helper()
-	src, err := os.ReadFile(aclConfPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(src), "\n")
-	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "user "+aclUser+" ") })
-	if i < 0 {
-		t.Fatalf("%s declares no user %s", aclConfPath, aclUser)
-	}
-	f := strings.Fields(lines[i])
-	if !slices.Contains(f, aclPlaceholder) {
-		t.Fatalf("%s: the user line lost its password placeholder %s", aclConfPath, aclPlaceholder)
-	}
-	sum := sha256.Sum256([]byte(aclPassword))
-	f[slices.Index(f, aclPlaceholder)] = "#" + hex.EncodeToString(sum[:])
-	rules := f[2:]
-	if edit != nil {
-		rules = edit(slices.Clone(rules))
-	}
-	lines[i] = strings.Join(append([]string{"user", aclUser}, rules...), " ")
-	adminSum := sha256.Sum256([]byte("admin-" + aclPassword))
-	text := strings.ReplaceAll(strings.Join(lines, "\n"), adminPlaceholder, "#"+hex.EncodeToString(adminSum[:]))
-	path := filepath.Join(t.TempDir(), "acl.conf")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return redistest.WithACLConf(t, aclConfPath, map[string]redistest.ACLUser{aclUser: {Password: aclPassword, Edit: edit}})
 }
 
 // aclGrants returns the +command rules of the ratelimit user in acl.conf.
 func aclGrants(t *testing.T) []string {
 	t.Helper()
-	var grants []string
-	aclConf(t, func(rules []string) []string {
-		for _, r := range rules {
-			if strings.HasPrefix(r, "+") {
-				grants = append(grants, r)
-			}
-		}
-		return rules
-	})
-	return grants
+	return redistest.ACLGrants(t, aclConfPath, aclUser)
 }
 
 // without returns an edit that drops rule, failing the test if the file does not have it.
@@ -97,18 +54,6 @@ func without(t *testing.T, rule string) func([]string) []string {
 // with returns an edit that appends extra rules.
 func with(extra ...string) func([]string) []string {
 	return func(rules []string) []string { return append(rules, extra...) }
-}
-
-// aclSecret writes a basic-auth Secret directory for the ratelimit user.
-func aclSecret(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range map[string]string{"username": aclUser + "\n", "password": aclPassword + "\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 // newClient builds a client with redisconn.NewClient and closes it when the test ends.
@@ -129,100 +74,32 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-var policySeq atomic.Int64
-
-// checkAlgorithm runs a limiter check as the operator's sidecars do: an idempotent admission,
-// its replay, and a denial of the exhausted limit, all of which Redis must decide.
+// checkAlgorithm runs a limiter check as the operator's sidecars do (limitercheck.Algorithm).
 func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
-	name := fmt.Sprintf("%s-%d", strings.ToLower(string(alg)), policySeq.Add(1))
-	p, err := limiter.NewPolicy(limiter.Spec{Namespace: "acl", Name: name, Algorithm: alg,
-		Limits:         []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}},
-		StateKey:       "{rl:${namespace}/${policy}:${identity}}:${limit}:${slot}",
-		IdempotencyKey: "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}",
-		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: limiter.FailOpen})
-	if err != nil {
-		return fmt.Errorf("%s: NewPolicy: %w", alg, err)
-	}
-	first := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
-	replay := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
-	denied := l.Check(ctx, p, limiter.Request{Identity: "caller"})
-	for _, d := range []limiter.Decision{first, replay, denied} {
-		if d.Source != limiter.SourceRedis {
-			return fmt.Errorf("%s: decided by %s: %w", alg, d.Source, d.Err)
-		}
-	}
-	if !first.Allowed || !replay.Allowed || !replay.Replayed || denied.Allowed {
-		return fmt.Errorf("%s: decisions %+v, %+v, %+v; want admitted, replayed, denied", alg, first, replay, denied)
-	}
-	return nil
-}
-
-// checkAll runs checkAlgorithm for every algorithm, without and with pipelining.
-func checkAll(ctx context.Context, c redis.UniversalClient) []error {
-	var errs []error
-	for _, pipelining := range []bool{false, true} {
-		l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Pipelining: pipelining})
-		if err != nil {
-			return append(errs, err)
-		}
-		for _, alg := range []limiter.Algorithm{limiter.TokenBucket, limiter.SlidingWindow, limiter.FixedWindow, limiter.GCRA} {
-			if err := checkAlgorithm(ctx, l, alg); err != nil {
-				errs = append(errs, fmt.Errorf("pipelining=%v: %w", pipelining, err))
-			}
-		}
-		l.Close()
-	}
-	return errs
+	return limitercheck.Algorithm(ctx, l, "acl", alg, limiter.FailOpen)
 }
 
 // exercise does with c what the operator does with Redis: the manager's script loader
-// (SCRIPT EXISTS, SCRIPT LOAD on every primary), limiter checks of every algorithm (EVALSHA),
-// the EVAL fallback after flush has emptied the script cache, and the breaker's PING. It
-// returns every failure.
+// (SCRIPT EXISTS, SCRIPT LOAD on every primary), then what a sidecar does
+// (limitercheck.Exercise: checks of every algorithm, the EVAL fallback after flush has
+// emptied the script cache, PING). It returns every failure.
 func exercise(ctx context.Context, c redis.UniversalClient, flush func(context.Context) error) []error {
 	var errs []error
 	if err := (&controller.ScriptLoader{Client: c}).Ensure(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
-	errs = append(errs, checkAll(ctx, c)...)
-	if err := flush(ctx); err != nil {
-		return append(errs, fmt.Errorf("SCRIPT FLUSH as admin: %w", err))
-	}
-	for _, err := range checkAll(ctx, c) {
-		errs = append(errs, fmt.Errorf("after SCRIPT FLUSH: %w", err))
-	}
-	if err := c.Ping(ctx).Err(); err != nil {
-		errs = append(errs, fmt.Errorf("PING: %w", err))
-	}
-	return errs
+	return append(errs, limitercheck.Exercise(ctx, c, "acl", limiter.FailOpen, flush)...)
 }
 
 // aclDenials returns the ACL LOG objects (commands or keys) refused on the nodes.
 func aclDenials(ctx context.Context, t *testing.T, nodes ...*redistest.Server) []string {
 	t.Helper()
 	var objects []string
-	for _, n := range nodes {
-		log, err := n.Client().ACLLog(ctx, 1000).Result()
-		if err != nil {
-			t.Fatalf("%s ACL LOG: %v", n.Addr(), err)
-		}
-		for _, e := range log {
-			objects = append(objects, e.Object)
-		}
+	for _, r := range redistest.ACLRefusals(ctx, t, "", nodes...) {
+		_, object, _ := strings.Cut(r, ":") // "<reason>:<object>"; a reason holds no colon
+		objects = append(objects, object)
 	}
 	return objects
-}
-
-// flushScripts empties the script cache of every node, as the default (admin) user.
-func flushScripts(nodes ...*redistest.Server) func(context.Context) error {
-	return func(ctx context.Context) error {
-		for _, n := range nodes {
-			if err := n.Client().ScriptFlush(ctx).Err(); err != nil {
-				return fmt.Errorf("%s: %w", n.Addr(), err)
-			}
-		}
-		return nil
-	}
 }
 
 // startACLServer starts a redis-server that includes acl.conf (rules edited by edit) and
@@ -230,9 +107,9 @@ func flushScripts(nodes ...*redistest.Server) func(context.Context) error {
 func startACLServer(t *testing.T, db int, edit func([]string) []string) (*redistest.Server, redis.UniversalClient) {
 	t.Helper()
 	redistest.RequireRedis(t)
-	srv := redistest.StartServer(t, redistest.WithArgs("--include", aclConf(t, edit)))
+	srv := redistest.StartServer(t, aclConf(t, edit))
 	c := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db,
-		CredentialsPath: aclSecret(t)})
+		CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
 	return srv, c
 }
 
@@ -243,7 +120,7 @@ func TestACLStandalone(t *testing.T) {
 	t.Parallel()
 	srv, c := startACLServer(t, 0, nil)
 	ctx := testCtx(t)
-	if errs := exercise(ctx, c, flushScripts(srv)); len(errs) > 0 {
+	if errs := exercise(ctx, c, redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("operator paths failed as %s:\n%v", aclUser, errors.Join(errs...))
 	}
 	if d := aclDenials(ctx, t, srv); len(d) > 0 {
@@ -296,7 +173,7 @@ func TestACLEveryGrantIsNeeded(t *testing.T) {
 			t.Parallel()
 			srv, c := startACLServer(t, 0, without(t, rule))
 			ctx := testCtx(t)
-			errs := exercise(ctx, c, flushScripts(srv))
+			errs := exercise(ctx, c, redistest.FlushScripts(srv))
 			if d := aclDenials(ctx, t, srv); !slices.Contains(d, strings.TrimPrefix(rule, "+")) {
 				t.Fatalf("without %s: ACL LOG has %v (errors: %v); want it refused", rule, d, errs)
 			}
@@ -350,7 +227,7 @@ func TestACLSelect(t *testing.T) {
 		t.Fatalf("--redis-db 1 without +select: %v; want SELECT refused", err)
 	}
 	srv, c := startACLServer(t, 1, with("+select"))
-	if errs := exercise(ctx, c, flushScripts(srv)); len(errs) > 0 {
+	if errs := exercise(ctx, c, redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("--redis-db 1 with +select: %v", errors.Join(errs...))
 	}
 }
@@ -363,7 +240,7 @@ func TestACLNarrowKeyPattern(t *testing.T) {
 	srv, c := startACLServer(t, 0, func(rules []string) []string {
 		return append(without(t, "~*")(rules), "~{rl:*")
 	})
-	if errs := exercise(ctx, c, flushScripts(srv)); len(errs) > 0 {
+	if errs := exercise(ctx, c, redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("default key layout under ~{rl:*: %v", errors.Join(errs...))
 	}
 	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
@@ -399,10 +276,10 @@ func TestACLCluster(t *testing.T) {
 				edit = without(t, drop)
 			}
 			redistest.RequireRedis(t)
-			cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(redistest.WithArgs("--include", aclConf(t, edit))))
-			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: aclSecret(t)})
+			cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(aclConf(t, edit)))
+			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
 			ctx := testCtx(t)
-			errs := exercise(ctx, c, flushScripts(cl.Primaries()...))
+			errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...))
 			denied := aclDenials(ctx, t, cl.Nodes()...)
 			switch {
 			case drop == "" && (len(errs) > 0 || len(denied) > 0):

@@ -2,6 +2,7 @@ package redisconn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // kubeletDir lays out a mounted Secret as the kubelet does: each key a symlink to
@@ -112,17 +114,21 @@ func reconnect(ctx context.Context, t *testing.T, srv *redistest.Server, c redis
 	if err := srv.Client().Do(ctx, "CLIENT", "KILL", "USER", "rot").Err(); err != nil {
 		t.Fatal(err)
 	}
-	var last error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		id, err := c.Do(ctx, "CLIENT", "ID").Int64()
-		if err == nil && id != old {
-			return id
+	var id int64
+	err := wait.Poll(5*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		switch id, err = c.Do(ctx, "CLIENT", "ID").Int64(); {
+		case err != nil && strings.Contains(err.Error(), "WRONGPASS"):
+			return wait.Abort(fmt.Errorf("new connection refused: %w; the client did not read the new password", err))
+		case err != nil:
+			return err
+		case id == old:
+			return errors.New("still the old connection")
 		}
-		if err != nil && strings.Contains(err.Error(), "WRONGPASS") {
-			t.Fatalf("new connection refused: %v; the client did not read the new password", err)
-		}
-		last = err
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("no new connection: %v", err)
 	}
-	t.Fatalf("no new connection within 5s: %v", last)
-	return 0
+	return id
 }

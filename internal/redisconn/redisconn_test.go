@@ -3,12 +3,10 @@ package redisconn
 import (
 	"context"
 	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 func TestValidate(t *testing.T) {
@@ -53,27 +51,16 @@ func TestValidateDefaultsAddr(t *testing.T) {
 	}
 }
 
-func writeSecret(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, v := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestLoadCredentials(t *testing.T) {
-	c, err := LoadCredentials(writeSecret(t, map[string]string{"username": "limiter\n", "password": "s3cret\n"}))
+	c, err := LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "limiter\n", "password": "s3cret\n"}))
 	if err != nil || c.Username != "limiter" || c.Password != "s3cret" {
 		t.Fatalf("got %+v, %v", c, err)
 	}
-	c, err = LoadCredentials(writeSecret(t, map[string]string{"password": "only"}))
+	c, err = LoadCredentials(redistest.SecretDir(t, map[string]string{"password": "only"}))
 	if err != nil || c.Username != "" || c.Password != "only" {
 		t.Fatalf("password only: got %+v, %v", c, err)
 	}
-	if _, err := LoadCredentials(writeSecret(t, map[string]string{"username": "u"})); err == nil ||
+	if _, err := LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "u"})); err == nil ||
 		!strings.Contains(err.Error(), "password") {
 		t.Fatalf("missing password file: want an error naming it, got %v", err)
 	}
@@ -95,7 +82,7 @@ func TestNewClientStandaloneWithAuth(t *testing.T) {
 		t.Fatalf("ping without credentials: want NOAUTH, got %v", err)
 	}
 
-	dir := writeSecret(t, map[string]string{"password": "pa55"})
+	dir := redistest.SecretDir(t, map[string]string{"password": "pa55"})
 	c, err := NewClient(Options{Mode: ModeStandalone, Addrs: []string{srv.Addr()}, CredentialsPath: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // serverName is the DNS name in the test server certificate, besides IP 127.0.0.1.
@@ -231,7 +232,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	c := newClient(t, o)
 	ctx := testCtx(t)
-	if errs := exercise(ctx, c, flushScripts(cl.Primaries()...)); len(errs) > 0 {
+	if errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
 		t.Fatalf("operator paths on Cluster over TLS: %v", errors.Join(errs...))
 	}
 	for i, n := range cl.Primaries() {
@@ -327,7 +328,7 @@ func startSentinel(t *testing.T, p pki, masterAddr string) string {
 	t.Helper()
 	bin := redistest.RequireRedis(t)
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := wait.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	host, masterPort, _ := net.SplitHostPort(masterAddr)
 	conf := fmt.Sprintf("bind 127.0.0.1\nport 0\ntls-port %s\ntls-cert-file %s\ntls-key-file %s\n"+
@@ -350,30 +351,16 @@ func startSentinel(t *testing.T, p pki, masterAddr string) string {
 	return addr
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
 // waitListening waits up to 10s until something accepts connections at addr.
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.Eventually(t, 10*time.Second, "a listener at "+addr, func() error {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = conn.Close()
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens at %s: %v", addr, err)
-		}
-	}
+		return conn.Close()
+	})
 }
 
 // TestTLSSentinel finds the primary through a TLS-only Sentinel and checks over TLS: both the

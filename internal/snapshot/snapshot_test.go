@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 const testNamespace = "shop"
@@ -19,28 +18,9 @@ const testNamespace = "shop"
 // apiPolicy is a valid stored policy (as the API server would hold it without the webhook):
 // per API key, requests per period on /api, with the given algorithm.
 func apiPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.Duration) *v1alpha1.RateLimitPolicy {
-	return &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api/" + name}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   alg,
-			Limits:      []v1alpha1.Limit{{Name: "per-period", Requests: requests, Period: metav1.Duration{Duration: period}}},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
-}
-
-// entry compiles a stored policy the way the controller does (defaults in memory).
-func entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
-	t.Helper()
-	compiled, errs := policy.Rules{}.Build(p)
-	if len(errs) > 0 {
-		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
-	}
-	return compiled.Entry
+	return policytest.New(testNamespace, name, policytest.Paths("/api/"+name),
+		policytest.OnMissing(v1alpha1.MissingIdentityShared), policytest.Algorithm(alg),
+		policytest.Limit("per-period", requests, period), policytest.FailureMode(v1alpha1.FailureModeFailOpen))
 }
 
 // sample is an unsealed snapshot of three policies using two scripts.
@@ -55,7 +35,7 @@ func sample(t testing.TB) *snapshot.Snapshot {
 		apiPolicy("b-search", v1alpha1.AlgorithmSlidingWindow, 100, time.Minute),
 		apiPolicy("c-login", v1alpha1.AlgorithmTokenBucket, 5, time.Minute),
 	} {
-		e := entry(t, p)
+		e := snapshottest.Entry(t, p)
 		s.Policies = append(s.Policies, e)
 		if len(s.Scripts) == 0 || s.Scripts[len(s.Scripts)-1].Name != e.Script {
 			s.Scripts = append(s.Scripts, snapshot.Script{Name: e.Script, SHA: e.SHA})

@@ -38,5 +38,5 @@
 // Issue 14 (tenancy): a tenant naming another tenant's keys, refused by the webhook's rule
 // and by the sidecar (TestTenantCannotNameAnotherNamespacesKeys, tenancy); what Redis itself
 // refuses a namespace's own credentials is proved in internal/redisacl and
-// test/envtestcontroller.
+// test/integration/controller.
 package adversarial

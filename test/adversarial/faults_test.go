@@ -16,8 +16,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
-	"github.com/ratelimit-dev/ratelimit-operator/test/faultproxy"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // Class: one policy's failing keys taking the node down for everyone (issue 13, item 5).

@@ -16,7 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 // Class: an edit corrupting live identities (issue 13, item 3). Raising a window's period
@@ -135,7 +135,7 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 // Class: an edit that does not compile lifting an enforced limit. Stored without the webhook
 // (down, or a rule added by an upgrade), the policy was dropped from the snapshot: the limit
 // vanished. The controller builds over what is published and keeps the last valid entry
-// (the envtest suite runs the whole loop: test/envtestcontroller TestInvalidEditKeepsLastValidVersion).
+// (the controller suite runs the whole loop: test/integration/controller TestInvalidEditKeepsLastValidVersion).
 func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	valid := newPolicy("login", v1alpha1.AlgorithmGCRA, 5, time.Minute)
 	valid.UID = "uid-1"

@@ -21,8 +21,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
-	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 const ns = "shop"
@@ -159,18 +160,9 @@ func (r *rig) count(n int, method, path string, header ...string) int {
 // changed by edits.
 func newPolicy(name string, alg v1alpha1.Algorithm, requests int64, period time.Duration,
 	edits ...func(*v1alpha1.RateLimitPolicySpec)) *v1alpha1.RateLimitPolicy {
-	p := &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/"}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityReject},
-			Algorithm:   alg,
-			Limits:      []v1alpha1.Limit{{Name: "limit", Requests: requests, Period: metav1.Duration{Duration: period}}},
-			FailureMode: v1alpha1.FailureModeFailClosed,
-		},
-	}
+	p := policytest.New(ns, name, policytest.Paths("/"), policytest.OnMissing(v1alpha1.MissingIdentityReject),
+		policytest.Algorithm(alg), policytest.Limit("limit", requests, period),
+		policytest.FailureMode(v1alpha1.FailureModeFailClosed))
 	for _, e := range edits {
 		e(&p.Spec)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
-	"github.com/ratelimit-dev/ratelimit-operator/test/snapshottest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 // Namespace is the namespace of every policy and snapshot here.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/source"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/kubetest"
+	kubetest "github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // TestWatchSource runs every ConfigMap source case against one real kube-apiserver + etcd

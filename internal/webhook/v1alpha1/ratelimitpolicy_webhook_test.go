@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
 const (
@@ -29,20 +30,8 @@ const (
 
 // base is a valid, warning-free policy (TokenBucket 10/s, burst 20: horizon 2s).
 func base() *policyv1alpha1.RateLimitPolicy {
-	burst := int64(20)
-	return &policyv1alpha1.RateLimitPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.GroupVersion.String(), Kind: "RateLimitPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api-per-key"},
-		Spec: policyv1alpha1.RateLimitPolicySpec{
-			Match: policyv1alpha1.Match{HTTP: []policyv1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
-			Identity: policyv1alpha1.Identity{Sources: []policyv1alpha1.IdentitySource{
-				{Type: policyv1alpha1.IdentityHeader, Header: &policyv1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}},
-			Algorithm:   policyv1alpha1.AlgorithmTokenBucket,
-			Limits:      []policyv1alpha1.Limit{{Name: "per-second", Requests: 10, Period: metav1.Duration{Duration: time.Second}, Burst: &burst}},
-			FailureMode: policyv1alpha1.FailureModeFailOpen,
-		},
-	}
+	return policytest.New("shop", "api-per-key", policytest.TypeMeta, policytest.Burst(20),
+		policytest.FailureMode(policyv1alpha1.FailureModeFailOpen))
 }
 
 func defaulted(p *policyv1alpha1.RateLimitPolicy) *policyv1alpha1.RateLimitPolicy {

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// controllerResult is BenchmarkBulkApply's figures (test/envtestcontroller): 1000 policies
+// controllerResult is BenchmarkBulkApply's figures (test/integration/controller): 1000 policies
 // in 50 namespaces applied at once to a manager on a real kube-apiserver and redis-server.
 type controllerResult struct {
 	ran     bool

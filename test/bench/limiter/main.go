@@ -5,7 +5,7 @@
 // limiter (pipelined) and of the sidecar's Envoy RLS gRPC front (test/bench/internal/rls),
 // Redis bytes per identity (MEMORY USAGE), and over-admission under 64-way concurrency.
 // Below it: the targets met or missed, the controller's bulk apply (BenchmarkBulkApply in
-// test/envtestcontroller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
+// test/integration/controller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
 // 3 primaries. Every throughput and latency cell is the median of -reps short runs.
 //
 // It exits non-zero when any algorithm admits more than its limit (over-admission), or when
@@ -57,7 +57,7 @@ type config struct {
 func defaultConfig() config {
 	return config{duration: 2 * time.Second, reps: 3, callers: 64, wideCallers: 256, identities: 10000, benchCalls: 150000,
 		conns: 2, client: string(rls.Lean), streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
-		cluster: "1,2,3", controller: true, envtestPkg: "./test/envtestcontroller/"}
+		cluster: "1,2,3", controller: true, envtestPkg: "./test/integration/controller/"}
 }
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // requireTools skips (fails under CI) without redis-server and redis-benchmark.
@@ -25,16 +25,25 @@ func requireTools(t *testing.T) {
 	}
 }
 
+// smallConfig is the default configuration with tiny numbers: reps repetitions, Redis
+// Clusters of the sizes in cluster, no controller section. It skips (fails under CI) the
+// test without redis-server and redis-benchmark.
+func smallConfig(t *testing.T, reps int, cluster string) config {
+	t.Helper()
+	requireTools(t)
+	c := defaultConfig()
+	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, reps, 8, 16, 50, 3000
+	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
+	c.cluster, c.controller = cluster, false
+	return c
+}
+
 // TestRunSmall runs the whole command with tiny numbers against real redis-server processes
 // (standalone and a Cluster of 1 and 2 primaries), so that it keeps working between the
 // times someone runs it for figures. The controller section is left to `make bench`: it
 // needs the envtest control plane.
 func TestRunSmall(t *testing.T) {
-	requireTools(t)
-	c := defaultConfig()
-	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, 2, 8, 16, 50, 3000
-	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
-	c.cluster, c.controller = "1,2", false
+	c := smallConfig(t, 2, "1,2")
 	doc := t.TempDir() + "/benchmarks.md"
 	if err := os.WriteFile(doc, []byte("# b\n\n<!-- results -->\nold\n<!-- /results -->\ntail\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -62,11 +71,7 @@ func TestRunSmall(t *testing.T) {
 
 // TestMeasure checks the figures behind the table on a small run.
 func TestMeasure(t *testing.T) {
-	requireTools(t)
-	c := defaultConfig()
-	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, 1, 8, 16, 50, 3000
-	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
-	c.cluster, c.controller = "2", false
+	c := smallConfig(t, 1, "2")
 	rep, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatalf("run: %v", err)

@@ -238,7 +238,7 @@ func printController(p func(string, ...any), res controllerResult) {
 	t.add("1000", "50", fmt.Sprintf("%.2f s", m["s-to-all-ready"]), fmt.Sprintf("%.0f B", m["snapshot-bytes-max"]),
 		fmt.Sprintf("%.0f", m["configmap-writes"]), fmt.Sprintf("%.2f", m["api-requests/policy"]),
 		fmt.Sprintf("%.2f", m["api-writes/policy"]), res.wall.Round(time.Second).String())
-	p("BenchmarkBulkApply (test/envtestcontroller): 1000 RateLimitPolicies in 50 namespaces created at once against a manager "+
+	p("BenchmarkBulkApply (test/integration/controller): 1000 RateLimitPolicies in 50 namespaces created at once against a manager "+
 		"on a real kube-apiserver + etcd and redis-server in the same machine; time until every policy is Ready, and the largest snapshot ConfigMap.\n\n%s\n", t)
 	if res.detail != "" {
 		p("Its summary: %s.\n\n", strings.TrimSuffix(res.detail, "."))

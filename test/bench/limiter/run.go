@@ -18,7 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // report is everything one run measured.

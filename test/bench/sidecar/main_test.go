@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
-	"github.com/ratelimit-dev/ratelimit-operator/test/redistest"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestRunSmall runs the whole command with tiny numbers against a real redis-server, with

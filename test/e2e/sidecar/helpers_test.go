@@ -1,0 +1,117 @@
+package sidecar_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
+)
+
+const namespace = "shop"
+
+// keyPolicy limits requests per minute per X-API-Key on /api.
+func keyPolicy(name string, requests int64) *v1alpha1.RateLimitPolicy {
+	return policytest.New(namespace, name, policytest.OnMissing(v1alpha1.MissingIdentityShared),
+		policytest.Limit("per-minute", requests, time.Minute), policytest.FailureMode(v1alpha1.FailureModeFailClosed))
+}
+
+// document is a sealed snapshot of policies, compiled as the controller does.
+func document(t *testing.T, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
+	t.Helper()
+	return snapshottest.Document(t, namespace, redisAddr, policies...)
+}
+
+// volume is a directory laid out like a kubelet ConfigMap volume.
+type volume struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func (v *volume) path() string { return filepath.Join(v.dir, snapshot.DataKey) }
+
+// publish swaps in data the way the kubelet does: a new timestamped directory, then an
+// atomic rename of the ..data symlink.
+func (v *volume) publish(data []byte) {
+	v.t.Helper()
+	v.n++
+	ts := filepath.Join(v.dir, "..ts-"+strings.Repeat("x", v.n))
+	must(v.t, os.Mkdir(ts, 0o755))
+	must(v.t, os.WriteFile(filepath.Join(ts, snapshot.DataKey), data, 0o644))
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	must(v.t, os.Symlink(filepath.Base(ts), tmp))
+	must(v.t, os.Rename(tmp, filepath.Join(v.dir, "..data")))
+	if _, err := os.Lstat(v.path()); err != nil {
+		must(v.t, os.Symlink(filepath.Join("..data", snapshot.DataKey), v.path()))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sidecarProc is a running sidecar binary.
+type sidecarProc struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    *proc.Buffer
+}
+
+func startSidecar(t *testing.T, bin string, args ...string) *sidecarProc {
+	t.Helper()
+	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &proc.Buffer{}}
+	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log
+	must(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", p.log.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit status.
+func (p *sidecarProc) stop(t *testing.T) error {
+	t.Helper()
+	must(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("sidecar did not stop within 30s of SIGTERM")
+	}
+	return nil
+}
+
+// waitStatus polls url until it answers want, failing when the sidecar exits or 30s pass.
+func waitStatus(t *testing.T, p *sidecarProc, url string, want int) {
+	t.Helper()
+	wait.HTTPStatus(t, nil, url, want, 30*time.Second, func() error {
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("sidecar %w", wait.Exit(err))
+		default:
+			return nil
+		}
+	})
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
+)
+
+// BenchmarkBulkApply applies 1000 policies across 50 namespaces at once (as a GitOps sync of
+// a big repository would) to the shared manager and reports: seconds until every policy is
+// Ready, snapshot ConfigMap writes, the manager's API requests per policy, and the largest
+// snapshot. It is one measured run whatever b.N is (run it with -benchtime 1x).
+func BenchmarkBulkApply(b *testing.B) {
+	e := suite(b)
+	const namespaces, perNamespace = 50, 20
+	const total = namespaces * perNamespace
+	run := "bulk-" + rand.String(6)
+	var nss []string
+	for range namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b-" + rand.String(8), Labels: map[string]string{"bench": run}}}
+		create(b, e, ns)
+		nss = append(nss, ns.Name)
+		b.Cleanup(func() {
+			ctx := context.Background()
+			_ = e.Client.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns.Name))
+			_ = e.Client.Delete(ctx, ns)
+		})
+	}
+	var ps []*v1alpha1.RateLimitPolicy
+	for _, ns := range nss {
+		for i := range perNamespace {
+			p := newPolicy(ns, fmt.Sprintf("policy-%02d", i), int64(10+i))
+			p.Labels = map[string]string{"bench": run}
+			ps = append(ps, p)
+		}
+	}
+	sw := watchSnapshots(b, e, client.MatchingLabels{snapshot.LabelSnapshot: "true"})
+	reqTotal, reqWrites, byMethodBefore := currentShared().requests.snapshot()
+	byRun := client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{"bench": run})}
+
+	b.ResetTimer()
+	start := time.Now()
+	createMany(b, e, ps)
+	created := time.Since(start)
+	if err := wait.Poll(5*time.Minute, 100*time.Millisecond, func() error { return allReady(e, total, byRun) }); err != nil {
+		b.Fatalf("not all Ready: %v", err)
+	}
+	ready := time.Since(start)
+	b.StopTimer()
+
+	time.Sleep(4 * resync) // let stragglers land before counting
+	writes := sw.count(nss...)
+	reqs, nonGet, byMethod := currentShared().requests.snapshot()
+	for k := range byMethod {
+		byMethod[k] -= byMethodBefore[k]
+	}
+	maxBytes := 0
+	for _, ns := range nss {
+		cm, s, err := getSnapshot(e, ns)
+		if err != nil {
+			b.Fatalf("snapshot of %s: %v", ns, err)
+		}
+		if len(s.Policies) != perNamespace {
+			b.Fatalf("snapshot of %s holds %d policies, want %d", ns, len(s.Policies), perNamespace)
+		}
+		maxBytes = max(maxBytes, len(cm.Data[snapshot.DataKey]))
+	}
+	b.ReportMetric(ready.Seconds(), "s-to-all-ready")
+	b.ReportMetric(float64(writes), "configmap-writes")
+	b.ReportMetric(float64(reqs-reqTotal)/total, "api-requests/policy")
+	b.ReportMetric(float64(nonGet-reqWrites)/total, "api-writes/policy")
+	b.ReportMetric(float64(maxBytes), "snapshot-bytes-max")
+	b.Logf("%d policies in %d namespaces: created in %s, all Ready after %s; %d ConfigMap writes; "+
+		"manager API requests %d (non-GET %d) by method %v; largest snapshot %d bytes",
+		total, namespaces, created.Round(time.Millisecond), ready.Round(time.Millisecond), writes,
+		reqs-reqTotal, nonGet-reqWrites, byMethod, maxBytes)
+}

@@ -1,0 +1,289 @@
+// Package controller runs the controller (script loader, snapshot and policy
+// reconcilers) in-process against a real kube-apiserver + etcd (envtest) and real
+// redis-server processes: a standalone server shared by most tests, and a 3-primary Cluster
+// for the test that checks every primary. No webhook runs here, so policies are stored as the
+// API server alone (schema and CEL) accepts them, and the controller must cope.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+)
+
+// resync is the script loader's period in every manager of this suite.
+const resync = 500 * time.Millisecond
+
+var (
+	env      *kube.Env
+	startErr error // no control plane: a missing part (skip, or fail under CI)
+	redisErr error // the shared redis-server did not start (RequireRedis tells missing from broken)
+	mgrErr   error // the control plane and Redis started but the manager did not: a failure
+
+	procs   = redistest.NewProcs() // owns the shared redis-server for the whole binary
+	mainT   = procs.TB()           // work of the binary's lifetime: cleanups run at procs.Close
+	standby *redistest.Server      // the shared standalone redis-server
+
+	sharedMu sync.Mutex
+	shared   *manager // the manager bound to standby, restarted by some tests
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	env, startErr = kube.Start()
+	if startErr != nil {
+		fmt.Fprintf(os.Stderr, "controller suite: %v\n", startErr)
+	}
+	if startErr == nil {
+		standby, redisErr = procs.Server()
+	}
+	if startErr == nil && redisErr == nil {
+		if shared, mgrErr = startManager(env, standby.Client(), standaloneTopology(standby)); mgrErr != nil {
+			fmt.Fprintf(os.Stderr, "controller suite: %v\n", mgrErr)
+		}
+	}
+	code := m.Run()
+	sharedMu.Lock()
+	shared.stop()
+	sharedMu.Unlock()
+	// Stops redis-server by its PID and removes its directory; an error fails the run.
+	if err := procs.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "controller suite: %v\n", err)
+		code = max(code, 1)
+	}
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "controller suite: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// suite returns the control plane with Redis and the shared manager running: it skips the
+// test (fails it under CI=true) when envtest or redis-server is missing, and fails it when
+// they are there but the harness could not start.
+func suite(t testing.TB) *kube.Env {
+	t.Helper()
+	e := kube.Require(t, env, startErr)
+	redistest.RequireRedis(t)
+	if redisErr != nil {
+		t.Fatalf("shared redis-server: %v", redisErr)
+	}
+	if mgrErr != nil {
+		t.Fatalf("manager: %v", mgrErr)
+	}
+	return e
+}
+
+func standaloneTopology(s *redistest.Server) redisconn.Topology {
+	return redisconn.Topology{Mode: redisconn.ModeStandalone, Addrs: []string{s.Addr()}}
+}
+
+// manager is one running controller-runtime manager with the operator's controllers.
+type manager struct {
+	ctrl.Manager
+	cancel   context.CancelFunc
+	done     chan error
+	requests *requestCounter
+	stopOnce sync.Once
+}
+
+// startManager runs a manager as cmd/manager builds it (ConfigMaps cached by field selector
+// metadata.name=ratelimit-snapshot only), without metrics, probes or webhooks, with
+// controller.Setup bound to rdb, and returns once its caches are synced. namespaces, when
+// given, restricts the cache (a second manager must not fight the shared one elsewhere).
+func startManager(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topology, namespaces ...string) (*manager, error) {
+	return startManagerWith(e, rdb, topo, nil, namespaces...)
+}
+
+// startManagerWith is startManager with per-namespace Redis users when tenancy is set
+// (controller.SetupTenancy, and the Secret cache cmd/manager adds then).
+func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topology,
+	tenancy *controller.TenancyOptions, namespaces ...string) (*manager, error) {
+	counter := &requestCounter{}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Wrap(counter.wrap)
+	opts := managerOptions(namespaces...)
+	if tenancy != nil {
+		obj, by := controller.TenantSecretCache(tenancy.SecretName)
+		opts.Cache.ByObject[obj] = by
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
+		return nil, fmt.Errorf("set up controllers: %w", err)
+	}
+	if tenancy != nil {
+		if err := controller.SetupTenancy(mgr, *tenancy); err != nil {
+			return nil, fmt.Errorf("set up tenancy: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &manager{Manager: mgr, cancel: cancel, done: make(chan error, 1), requests: counter}
+	go func() { m.done <- mgr.Start(ctx) }()
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	select {
+	case <-mgr.Elected():
+	case err := <-m.done:
+		cancel()
+		return nil, fmt.Errorf("manager exited while starting: %w", err)
+	case <-syncCtx.Done():
+		m.stop()
+		return nil, errors.New("manager did not start within 1m")
+	}
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		m.stop()
+		return nil, errors.New("manager caches did not sync within 1m")
+	}
+	return m, nil
+}
+
+// managerOptions are the options of every manager of this suite: the cache cmd/manager
+// sets up (ConfigMaps by field selector metadata.name=ratelimit-snapshot only), no
+// metrics, probes or webhooks; the cache restricted to namespaces when given.
+func managerOptions(namespaces ...string) ctrl.Options {
+	opts := ctrl.Options{
+		Scheme: scheme.New(),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start several managers in one process, one after another.
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
+		GracefulShutdownTimeout: ptr.To(10 * time.Second),
+	}
+	if len(namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// stop cancels the manager and waits for it to return; again, it does nothing.
+func (m *manager) stop() {
+	if m == nil {
+		return
+	}
+	m.stopOnce.Do(m.halt)
+}
+
+func (m *manager) halt() {
+	m.cancel()
+	select {
+	case err := <-m.done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "controller suite: manager: %v\n", err)
+		}
+	case <-time.After(30 * time.Second):
+		fmt.Fprintln(os.Stderr, "controller suite: manager did not stop within 30s")
+		mainT.Errorf("manager did not stop within 30s")
+	}
+}
+
+// restartShared stops the shared manager and starts a fresh one on the same Redis: a
+// controller restart, with all in-memory state lost.
+func restartShared(t testing.TB) {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	shared.stop()
+	m, err := startManager(env, standby.Client(), standaloneTopology(standby))
+	if err != nil {
+		shared = nil
+		t.Fatalf("restart manager: %v", err)
+	}
+	shared = m
+}
+
+// replaceShared stops the shared manager for the rest of the test and starts the given one
+// in its place; at cleanup the replacement stops and a fresh shared manager starts.
+func replaceShared(t testing.TB, start func() (*manager, error)) *manager {
+	t.Helper()
+	sharedMu.Lock()
+	shared.stop()
+	shared = nil
+	sharedMu.Unlock()
+	m, err := start()
+	t.Cleanup(func() {
+		m.stop()
+		restartShared(t)
+	})
+	if err != nil {
+		t.Fatalf("start replacement manager: %v", err)
+	}
+	return m
+}
+
+// currentShared is the running shared manager.
+func currentShared() *manager {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	return shared
+}
+
+// requestCounter counts the manager's API requests by HTTP method.
+type requestCounter struct {
+	total, writes atomic.Int64
+	mu            sync.Mutex
+	byMethod      map[string]int64
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		c.total.Add(1)
+		if req.Method != http.MethodGet {
+			c.writes.Add(1)
+		}
+		c.mu.Lock()
+		if c.byMethod == nil {
+			c.byMethod = map[string]int64{}
+		}
+		c.byMethod[req.Method]++
+		c.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+// snapshot returns the counts so far: total, non-GET, and by method.
+func (c *requestCounter) snapshot() (total, writes int64, byMethod map[string]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byMethod = make(map[string]int64, len(c.byMethod))
+	for k, v := range c.byMethod {
+		byMethod[k] = v
+	}
+	return c.total.Load(), c.writes.Load(), byMethod
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -1,0 +1,99 @@
+// Package limitercheck makes the limiter checks a sidecar makes against a real Redis, for
+// the tests of what a Redis user, a TLS setting or a topology lets through: for every
+// algorithm an idempotent admission, its replay and the denial of the exhausted limit,
+// without and with pipelining, then the same after SCRIPT FLUSH (the EVAL fallback), then
+// the breaker's PING. Every decision must come from Redis.
+package limitercheck
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+)
+
+// DefaultTag is the hash tag of the controller's default key layout.
+const DefaultTag = "{rl:${namespace}/${policy}:${identity}}"
+
+// Algorithms are every algorithm the limiter runs.
+var Algorithms = []limiter.Algorithm{limiter.TokenBucket, limiter.SlidingWindow, limiter.FixedWindow, limiter.GCRA}
+
+var seq atomic.Int64
+
+// Policy is a new policy of ns (a fresh name each call) allowing one request an hour,
+// idempotent, with its state and idempotency keys under tag.
+func Policy(ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag string) (*limiter.Policy, error) {
+	name := fmt.Sprintf("%s-%d", strings.ToLower(string(alg)), seq.Add(1))
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: name, Algorithm: alg,
+		Limits:         []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}},
+		StateKey:       tag + ":${limit}:${slot}",
+		IdempotencyKey: tag + ":idem:${requestId}",
+		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: mode})
+	if err != nil {
+		return nil, fmt.Errorf("%s: NewPolicy: %w", alg, err)
+	}
+	return p, nil
+}
+
+// Algorithm checks a fresh policy of ns (default key layout) as a sidecar does: an
+// idempotent admission, its replay, and the denial of the exhausted limit, each of which
+// Redis must decide.
+func Algorithm(ctx context.Context, l *limiter.Limiter, ns string, alg limiter.Algorithm, mode limiter.FailureMode) error {
+	p, err := Policy(ns, alg, mode, DefaultTag)
+	if err != nil {
+		return err
+	}
+	first := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
+	replay := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
+	denied := l.Check(ctx, p, limiter.Request{Identity: "caller"})
+	for _, d := range []limiter.Decision{first, replay, denied} {
+		if d.Source != limiter.SourceRedis {
+			return fmt.Errorf("%s: decided by %s: %w", alg, d.Source, d.Err)
+		}
+	}
+	if !first.Allowed || !replay.Allowed || !replay.Replayed || denied.Allowed {
+		return fmt.Errorf("%s: decisions %+v, %+v, %+v; want admitted, replayed, denied", alg, first, replay, denied)
+	}
+	return nil
+}
+
+// All runs Algorithm on c for every algorithm, without and with pipelining, and returns
+// every failure.
+func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode) []error {
+	var errs []error
+	for _, pipelining := range []bool{false, true} {
+		l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Pipelining: pipelining})
+		if err != nil {
+			return append(errs, err)
+		}
+		for _, alg := range Algorithms {
+			if err := Algorithm(ctx, l, ns, alg, mode); err != nil {
+				errs = append(errs, fmt.Errorf("pipelining=%v: %w", pipelining, err))
+			}
+		}
+		l.Close()
+	}
+	return errs
+}
+
+// Exercise does what a sidecar does with Redis through c: All (EVALSHA, and EVAL where a
+// script is missing), the same after flush has emptied the script caches (see
+// redistest.FlushScripts), and the breaker's PING. It returns every failure.
+func Exercise(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode, flush func(context.Context) error) []error {
+	errs := All(ctx, c, ns, mode)
+	if err := flush(ctx); err != nil {
+		return append(errs, fmt.Errorf("SCRIPT FLUSH: %w", err))
+	}
+	for _, err := range All(ctx, c, ns, mode) {
+		errs = append(errs, fmt.Errorf("after SCRIPT FLUSH: %w", err))
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		errs = append(errs, fmt.Errorf("PING: %w", err))
+	}
+	return errs
+}

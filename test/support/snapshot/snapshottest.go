@@ -1,0 +1,60 @@
+// Package snapshottest (import path test/support/snapshot; the name does not shadow
+// internal/snapshot) builds snapshot documents exactly as the controller publishes them
+// (controller.Build: defaults, compile, scripts, seal), for the tests of their readers.
+package snapshottest
+
+import (
+	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// Build is the sealed snapshot of policies in namespace, naming a standalone Redis at
+// redisAddr. A policy the controller would leave out (it does not compile) fails the test.
+func Build(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) *snapshot.Snapshot {
+	t.Helper()
+	items := make([]v1alpha1.RateLimitPolicy, len(policies))
+	for i, p := range policies {
+		items[i] = *p.DeepCopy()
+		items[i].Namespace = namespace
+	}
+	s, _, err := controller.Build(namespace, snapshot.Redis{Mode: "standalone", Addrs: []string{redisAddr}}, items)
+	if err != nil {
+		t.Fatalf("build snapshot: %v", err)
+	}
+	if len(s.Policies) != len(policies) {
+		for _, p := range policies {
+			p = p.DeepCopy()
+			policy.Default(p)
+			if _, errs := policy.Compile(p); len(errs) > 0 {
+				t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
+			}
+		}
+		t.Fatalf("snapshot holds %d of %d policies", len(s.Policies), len(policies))
+	}
+	return s
+}
+
+// Entry is what the controller publishes for the stored policy p: compiled with the
+// defaults applied in memory. A policy that does not compile fails the test.
+func Entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
+	t.Helper()
+	c, errs := policy.Rules{}.Build(p)
+	if len(errs) > 0 {
+		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
+	}
+	return c.Entry
+}
+
+// Document is Build's canonical JSON, what the ConfigMap's snapshot.json holds.
+func Document(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
+	t.Helper()
+	b, err := Build(t, namespace, redisAddr, policies...).Marshal()
+	if err != nil {
+		t.Fatalf("marshal snapshot: %v", err)
+	}
+	return b
+}
