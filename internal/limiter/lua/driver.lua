@@ -20,8 +20,8 @@ if #ARGV == 5 and ARGV[3] == '0' then
   local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
   local a, b = ARGV[4] + 0, ARGV[5] + 0
   -- The body decides: new is the state to write when it admits (nil denies), r what remains,
-  -- rs the reset in whole ms, retry the wait in whole ms when it denies (-1: never).
-  local new, r, retry, rs = nil, 0, -1, 0
+  -- rs the reset in whole ms, and, when it denies, retry the wait in whole ms (-1: never).
+  local new, r, retry, rs
   -- @single
   if new then
     redis.call('SET', KEYS[1], new, 'PX', ARGV[2])

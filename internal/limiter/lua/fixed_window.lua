@@ -54,9 +54,7 @@ else
   if r < 0 then
     r = 0
   end
-  if cost <= requests then
-    retry = rs
-  end
+  retry = cost <= requests and rs or -1
 end
 -- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = requests,
 -- period.

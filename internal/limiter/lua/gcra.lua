@@ -48,7 +48,7 @@ local new_tat = tat + cost * T
 if cost <= burst and new_tat - now <= tau then
   new, r, rs = new_tat, now + tau - new_tat, new_tat - now
 else
-  r, rs = now + tau - tat, tat - now
+  r, rs, retry = now + tau - tat, tat - now, -1
   if cost <= burst then
     retry = new_tat - now - tau
     retry = (retry + (-retry) % 1000) / 1000

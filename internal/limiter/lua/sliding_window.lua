@@ -63,7 +63,7 @@ else
   if curr > 0 then
     rs = rs + period
   end
-  rs = math.ceil(rs / 1000)
+  rs, retry = math.ceil(rs / 1000), -1
   if cost <= requests then
     if prev > 0 and curr + cost <= requests then
       -- Fits within this window once prev's weight has drained enough.

@@ -48,7 +48,7 @@ local after = used + cost * T
 if cost <= burst and after <= cap then
   new, r, rs = now + after, cap - after, (after + (-after) % 1000) / 1000
 else
-  r, rs = cap - used, (used + (-used) % 1000) / 1000
+  r, rs, retry = cap - used, (used + (-used) % 1000) / 1000, -1
   if cost <= burst then
     retry = after - cap
     retry = (retry + (-retry) % 1000) / 1000
