@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -17,12 +17,7 @@ import (
 func requireTools(t *testing.T) {
 	t.Helper()
 	t.Setenv(redistest.ServerBinEnv, redistest.RequireRedis(t)) // the binary the harness found
-	if _, err := exec.LookPath("redis-benchmark"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-benchmark is required under CI: %v", err)
-		}
-		t.Skipf("redis-benchmark not available: %v", err)
-	}
+	missing.Tool(t, "redis-benchmark", "it comes with redis-tools (`make redis`)")
 }
 
 // smallConfig is the default configuration with tiny numbers: reps repetitions, Redis

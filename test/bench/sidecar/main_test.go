@@ -3,13 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -17,12 +16,7 @@ import (
 // each load client, so that it keeps working between the times someone runs it for figures.
 func TestRunSmall(t *testing.T) {
 	t.Setenv(redistest.ServerBinEnv, redistest.RequireRedis(t)) // the binary the harness found
-	if _, err := exec.LookPath("redis-benchmark"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-benchmark is required under CI: %v", err)
-		}
-		t.Skipf("redis-benchmark not available: %v", err)
-	}
+	missing.Tool(t, "redis-benchmark", "it comes with redis-tools (`make redis`)")
 	for _, client := range []rls.Client{rls.Lean, rls.GRPCGo} {
 		t.Run(string(client), func(t *testing.T) {
 			c := config{callers: 4, identities: 20, duration: 300 * time.Millisecond, conns: 2, client: string(client), workers: 4,

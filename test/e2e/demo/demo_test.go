@@ -11,19 +11,14 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
 // TestDemo runs the demo and checks it went through every step and exited 0.
 func TestDemo(t *testing.T) {
 	kubectl := os.Getenv("KUBECTL")
 	if kubectl == "" {
-		var err error
-		if kubectl, err = exec.LookPath("kubectl"); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("no kubectl: run the tests with `make test` (hack/kubectl.sh provides one)")
-			}
-			t.Skip("no kubectl on PATH; `make test` provides one")
-		}
+		kubectl = missing.Tool(t, "kubectl", "run the tests with `make test` (hack/kubectl.sh provides one)")
 	}
 	if _, err := kube.AssetsDir(); err != nil {
 		kube.Require(t, nil, err)

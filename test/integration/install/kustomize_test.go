@@ -2,8 +2,6 @@ package install
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -16,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
 // Names config/default renders: namespace ratelimit-system, prefix ratelimit-.
@@ -31,15 +31,7 @@ const (
 // missing and skipping it elsewhere.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found (%v): install it (apt-get install kubectl)", name, err)
-	}
-	t.Skipf("%s not found (%v): install it to render config/default", name, err)
-	return ""
+	return missing.Tool(t, name, "install it to render config/default (`make test` provides kubectl)")
 }
 
 // rendered is config/default as kustomize builds it, by kind and name.
