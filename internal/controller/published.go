@@ -23,12 +23,10 @@ type publishedState struct {
 	problem  string              // why nothing could be published, e.g. too large
 }
 
-// parsedConfigMap is one version of a namespace's snapshot ConfigMap, parsed: every policy
-// of the namespace and every sync ask about the same ConfigMap, parsed once per
-// resourceVersion. The zero value is no ConfigMap.
+// parsedConfigMap is the state of one version of a snapshot ConfigMap: every policy of a
+// namespace asks about the same ConfigMap, which is parsed once per resourceVersion.
 type parsedConfigMap struct {
 	resourceVersion string
-	published       Published
 	state           publishedState
 }
 
@@ -55,36 +53,28 @@ func (r *SnapshotReconciler) state(ctx context.Context, ns string) (publishedSta
 
 // read is what the namespace's ConfigMap holds: nothing when there is none.
 func (r *SnapshotReconciler) read(ctx context.Context, ns string) (publishedState, error) {
-	cur, err := r.current(ctx, ns)
-	return cur.state, err
-}
-
-// current is the namespace's ConfigMap as the cache holds it, parsed; the zero value when
-// there is none.
-func (r *SnapshotReconciler) current(ctx context.Context, ns string) (parsedConfigMap, error) {
 	var cm corev1.ConfigMap
 	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		r.remember(ns, nil)
-		return parsedConfigMap{}, nil
+		return publishedState{}, nil
 	}
 	if err != nil {
-		return parsedConfigMap{}, fmt.Errorf("get snapshot: %w", err)
+		return publishedState{}, fmt.Errorf("get snapshot: %w", err)
 	}
 	r.mu.Lock()
 	memo, ok := r.parsed[ns]
 	r.mu.Unlock()
 	if ok && memo.resourceVersion != "" && memo.resourceVersion == cm.ResourceVersion {
-		return memo, nil
+		return memo.state, nil
 	}
 	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
 	if err != nil {
-		return parsedConfigMap{}, fmt.Errorf("parse snapshot: %w", err)
+		return publishedState{}, fmt.Errorf("parse snapshot: %w", err)
 	}
-	cur := parsedConfigMap{resourceVersion: cm.ResourceVersion,
-		published: Published{Snapshot: s, Owners: cm.OwnerReferences}, state: stateOf(s)}
-	r.remember(ns, &cur)
-	return cur, nil
+	st := stateOf(s)
+	r.remember(ns, &parsedConfigMap{resourceVersion: cm.ResourceVersion, state: st})
+	return st, nil
 }
 
 // remember keeps the parsed state of ns's ConfigMap, or forgets it (nil).

@@ -180,14 +180,18 @@ func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, l
 	return kept, true
 }
 
-// lastPublished is what the namespace's ConfigMap holds; nothing when it is absent,
-// unreadable or not a valid document (then an invalid policy has no last version to keep).
+// lastPublished reads the namespace's ConfigMap; nothing when it is absent, unreadable or
+// not a valid document (then an invalid policy has no last version to keep).
 func (r *SnapshotReconciler) lastPublished(ctx context.Context, ns string) Published {
-	cur, err := r.current(ctx, ns)
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}, &cm); err != nil {
+		return Published{}
+	}
+	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
 	if err != nil {
 		return Published{}
 	}
-	return cur.published
+	return Published{Snapshot: s, Owners: cm.OwnerReferences}
 }
 
 // write creates or updates the ConfigMap when its data, labels or owners differ.
