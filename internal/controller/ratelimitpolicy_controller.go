@@ -179,12 +179,10 @@ func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPo
 }
 
 // SetupWithManager registers the controller: policy spec changes and deletions, changes of
-// a namespace's snapshot ConfigMap and of its publishability (to report Published), and
-// script-state changes.
+// what a namespace's snapshot holds (to report Published), and script-state changes.
 func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.policiesIn), builder.WithPredicates(isSnapshot())).
 		WatchesRawSource(source.Channel(r.Snapshots.Changed(), handler.EnqueueRequestsFromMapFunc(r.policiesIn))).
 		WatchesRawSource(source.Channel(r.Scripts.Changed(), handler.EnqueueRequestsFromMapFunc(r.allPolicies))).
 		// Policies are independent; 4 workers shorten a bulk apply's time to Ready

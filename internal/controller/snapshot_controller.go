@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -40,16 +42,13 @@ type SnapshotReconciler struct {
 	// CoalesceDelay is how long policy events wait to be merged. Default 250ms.
 	CoalesceDelay time.Duration
 
-	mu       sync.Mutex
-	problems map[string]string          // by namespace: why nothing could be published
-	parsed   map[string]parsedConfigMap // by namespace: the cached ConfigMap, parsed once
-	changed  chan event.GenericEvent
+	mu        sync.Mutex
+	published map[string]publishedState // by namespace
+	changed   chan event.GenericEvent
 }
 
-// Changed delivers an event (its object names the namespace) whenever a namespace's snapshot
-// becomes or stops being unpublishable (too large): that state lives only in this process,
-// since nothing is written then. Everything else the policy controller learns from the
-// snapshot ConfigMaps it watches.
+// Changed delivers an event (its object names the namespace) whenever what is published in
+// a namespace changes, so the policy controller can report Published.
 func (r *SnapshotReconciler) Changed() chan event.GenericEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -57,6 +56,14 @@ func (r *SnapshotReconciler) Changed() chan event.GenericEvent {
 		r.changed = make(chan event.GenericEvent, 1024)
 	}
 	return r.changed
+}
+
+// publishedState is what the last write or read of a namespace's ConfigMap holds.
+type publishedState struct {
+	version  string
+	policies map[string][32]byte // policy name -> hash of its compiled entry
+	problem  string              // why nothing could be published, e.g. too large
+	seeded   bool                // read from the ConfigMap, not yet recorded by a sync
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
@@ -87,14 +94,14 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	// The object also carries one owner reference per policy; count them against the budget
 	// so an oversized ConfigMap is reported, not refused by the API server in a write loop.
 	if size := len(data) + ownerRefBytes*len(owners); size > snapshot.MaxBytes {
-		r.setProblem(ctx, ns, fmt.Sprintf("the snapshot of %d policies is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), size, snapshot.MaxBytes))
+		r.record(ctx, ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), size, snapshot.MaxBytes)})
 		return nil
 	}
 	if err := r.write(ctx, ns, data, snap.Version, owners); err != nil {
 		return err
 	}
 	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
-	r.setProblem(ctx, ns, "")
+	r.record(ctx, ns, stateOf(snap))
 	return nil
 }
 
@@ -262,8 +269,114 @@ func (r *SnapshotReconciler) remove(ctx context.Context, ns string) error {
 		logf.FromContext(ctx).Info("removed snapshot: no policies left", "namespace", ns)
 	}
 	snapshotBytes.DeleteLabelValues(ns)
-	r.setProblem(ctx, ns, "")
+	r.record(ctx, ns, publishedState{})
 	return nil
+}
+
+func stateOf(s *snapshot.Snapshot) publishedState {
+	st := publishedState{version: s.Version, policies: make(map[string][32]byte, len(s.Policies))}
+	for _, p := range s.Policies {
+		st.policies[p.Name] = entryHash(p)
+	}
+	return st
+}
+
+func entryHash(p snapshot.Entry) [32]byte {
+	b, _ := json.Marshal(p) //nolint:errchkjson // plain data, cannot fail
+	return sha256.Sum256(b)
+}
+
+// record stores what is published in ns and, when it changed, tells the policy controller.
+// The send gives up when ctx ends: after shutdown nobody reads the channel.
+func (r *SnapshotReconciler) record(ctx context.Context, ns string, st publishedState) {
+	ch := r.Changed()
+	r.mu.Lock()
+	if r.published == nil {
+		r.published = map[string]publishedState{}
+	}
+	old, seen := r.published[ns]
+	r.published[ns] = st
+	r.mu.Unlock()
+	// The first sync after a seed always tells: policies evaluated while the state was not
+	// known yet (an edited ConfigMap) wait for it.
+	if seen && !old.seeded && old.version == st.version && old.problem == st.problem {
+		return
+	}
+	select {
+	case ch <- event.GenericEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}}:
+	case <-ctx.Done():
+	}
+}
+
+// state is what is published in ns: what this process last wrote or, before its first sync
+// of the namespace, what the ConfigMap already holds. Without the read, a restarted
+// controller would report every policy PublishPending (Ready flapping, two events per
+// policy) until its first sync. ok is false when that is not known yet (the ConfigMap cannot
+// be read or was edited); the namespace's next sync records it.
+func (r *SnapshotReconciler) state(ctx context.Context, ns string) (publishedState, bool) {
+	r.mu.Lock()
+	st, ok := r.published[ns]
+	r.mu.Unlock()
+	if ok {
+		return st, true
+	}
+	st, err := r.read(ctx, ns)
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("published snapshot not known yet", "namespace", ns, "reason", err.Error())
+		return publishedState{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.published == nil {
+		r.published = map[string]publishedState{}
+	}
+	if cur, ok := r.published[ns]; ok { // a sync recorded it meanwhile: it is newer
+		return cur, true
+	}
+	st.seeded = true
+	r.published[ns] = st
+	return st, true
+}
+
+// read is what the namespace's ConfigMap holds: nothing when there is none.
+func (r *SnapshotReconciler) read(ctx context.Context, ns string) (publishedState, error) {
+	var cm corev1.ConfigMap
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return publishedState{}, nil
+	}
+	if err != nil {
+		return publishedState{}, fmt.Errorf("get snapshot: %w", err)
+	}
+	s, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey]))
+	if err != nil {
+		return publishedState{}, err
+	}
+	return stateOf(s), nil
+}
+
+// Published reports whether entry is in the namespace's published snapshot, with the
+// snapshot's version, or why nothing could be published.
+func (r *SnapshotReconciler) Published(ctx context.Context, ns string, entry snapshot.Entry) (version string, ok bool, problem string) {
+	st, _ := r.state(ctx, ns)
+	h, found := st.policies[entry.Name]
+	return st.version, found && h == entryHash(entry), st.problem
+}
+
+// Retains reports whether the namespace's published snapshot is known to carry an entry
+// for the named policy, with that snapshot's version.
+func (r *SnapshotReconciler) Retains(ctx context.Context, ns, name string) (string, bool) {
+	st, known := r.state(ctx, ns)
+	_, found := st.policies[name]
+	return st.version, known && found
+}
+
+// Holds reports whether the namespace's published snapshot may still carry the named
+// policy: true while that is not known.
+func (r *SnapshotReconciler) Holds(ctx context.Context, ns, name string) bool {
+	st, known := r.state(ctx, ns)
+	_, found := st.policies[name]
+	return found || !known
 }
 
 // SetupWithManager registers the controller: policy spec changes and deletions, and any
