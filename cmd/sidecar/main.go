@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 )
@@ -138,7 +139,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	a := app.New(o.config(log))
 	fronts := []app.Front{
 		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
-		{Name: envoyrls.FrontName, Addr: o.grpcAddr, Server: envoyrls.NewServer(a.Engine, log.WithName("envoy"))},
+		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")))},
 	}
 	if upstream != nil {
 		fronts = append(fronts, app.Front{Name: proxy.FrontName, Addr: o.proxyAddr,

@@ -7,12 +7,13 @@
 // # Fronts
 //
 // A front is one way requests reach the engine, and each is its own package that builds a
-// Server over the engine: envoyrls (Envoy RLS v3 over gRPC), httpcheck (the JSON check
-// API) and proxy (the reverse proxy). Run takes them as a list of Front, each naming its
+// Server over the engine: envoyrls (Envoy RLS v3) and extauthz (Envoy ext_authz v3), both
+// served by one grpcserver; httpcheck (the JSON check API), forwardauth (forward auth for
+// Caddy, Traefik and nginx) and proxy (the reverse proxy). Run takes them as a list of Front, each naming its
 // listen address, so a new front is its package plus one line in that list (cmd/sidecar):
 //
 //	fronts := []app.Front{
-//		{Name: envoyrls.FrontName, Addr: grpcAddr, Server: envoyrls.NewServer(a.Engine, log)},
+//		{Name: "grpc", Addr: grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log), extauthz.New(a.Engine, log))},
 //		{Name: httpcheck.FrontName, Addr: httpAddr, Server: httpcheck.NewServer(a.Engine, limits)},
 //	}
 //	return a.Run(ctx, fronts...)

@@ -10,11 +10,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 
 	"github.com/go-logr/logr"
 
@@ -74,23 +74,21 @@ func NewServer(e *engine.Engine, upstream *url.URL, limits httpserver.Limits, lo
 
 // ServeHTTP checks and forwards one request.
 func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path, err := requestPath(r)
-	if err != nil {
-		jsonreply.Error(w, http.StatusBadRequest, "path: "+err.Error())
-		return
-	}
-	set := p.engine.Store.Current()
-	if set == nil {
-		jsonreply.Error(w, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
-		return
-	}
-	rules, checks, err := set.PlanHTTP(&engine.HTTPRequest{Method: r.Method, Host: r.Host, Path: path,
-		Query: r.URL.RawQuery, Header: forwardedHeader(r.Header), Peer: r.RemoteAddr})
+	path, query, err := engine.ParseTarget(r.Method, requestTarget(r))
 	if err != nil {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	outs := p.engine.DecideAll(r.Context(), FrontName, rules, checks)
+	outs, err := p.engine.DecideHTTP(r.Context(), FrontName, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
+		Path: path, Query: query, Header: forwardedHeader(r.Header), Peer: r.RemoteAddr})
+	switch {
+	case errors.Is(err, engine.ErrNoSnapshot):
+		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+		return
+	case err != nil:
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	fields := ratelimitheaders.For(outs)
 	if d := engine.Denial(outs); d != nil {
 		p.deny(w, d, fields)
@@ -99,15 +97,14 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(r.Context(), headersKey{}, fields)), path))
 }
 
-// requestPath is the normalized path of r's request target as received: RequestURI, since
-// URL.Path is already decoded and URL.RawPath is dropped when Go would encode differently
-// (losing a "%2F" among other bytes).
-func requestPath(r *http.Request) (httppath.Path, error) {
-	target := r.RequestURI
-	if target == "" { // a request built in-process rather than read from a client
-		target = r.URL.RequestURI()
+// requestTarget is r's request target as received: RequestURI, since URL.Path is already
+// decoded and URL.RawPath is dropped when Go would encode differently (losing a "%2F"
+// among other bytes).
+func requestTarget(r *http.Request) string {
+	if r.RequestURI == "" { // a request built in-process rather than read from a client
+		return r.URL.RequestURI()
 	}
-	return httppath.ParseTarget(r.Method, httppath.TargetPath(target))
+	return r.RequestURI
 }
 
 // withPath is r with its URL's path set to the normalized one, both decoded (Path) and
@@ -128,18 +125,5 @@ func (p *Handler) deny(w http.ResponseWriter, d *engine.Outcome, fields []rateli
 	ratelimitheaders.Set(w.Header(), fields)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = fmt.Fprintln(w, denyMessage(d)) // the client may be gone
-}
-
-func denyMessage(d *engine.Outcome) string {
-	switch {
-	case d.Rejected:
-		return fmt.Sprintf("rate limited: policy %s requires an identity and the request has none", d.Rule.Name())
-	case d.Decision.WithoutRedis():
-		return fmt.Sprintf("rate limited by policy %s: Redis is unavailable and its failure mode is %s", d.Rule.Name(), d.Rule.Spec.FailureMode)
-	case d.Decision.RetryAfter < 0:
-		return fmt.Sprintf("rate limited by policy %s (limit %s): the request costs more than the limit holds", d.Rule.Name(), d.Decision.LimitName)
-	}
-	return fmt.Sprintf("rate limited by policy %s (limit %s); retry after %ss", d.Rule.Name(),
-		d.Decision.LimitName, strconv.FormatInt(ratelimitheaders.Seconds(d.Decision.RetryAfter), 10))
+	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) // the client may be gone
 }

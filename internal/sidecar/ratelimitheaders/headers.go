@@ -5,6 +5,7 @@
 package ratelimitheaders
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -97,3 +98,18 @@ func Seconds(d time.Duration) int64 {
 func item(policy, limit string) string { return `"` + policy + "/" + limit + `"` }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Reason is a short sentence saying why d denied its request, for the body of a denial.
+// It never names the caller's identity.
+func Reason(d *engine.Outcome) string {
+	name := d.Rule.Name()
+	switch {
+	case d.Rejected:
+		return fmt.Sprintf("rate limited: policy %s requires an identity and the request has none", name)
+	case d.Decision.WithoutRedis():
+		return fmt.Sprintf("rate limited by policy %s: Redis is unavailable and its failure mode is %s", name, d.Rule.Spec.FailureMode)
+	case d.Decision.RetryAfter < 0:
+		return fmt.Sprintf("rate limited by policy %s (limit %s): the request costs more than the limit holds", name, d.Decision.LimitName)
+	}
+	return fmt.Sprintf("rate limited by policy %s (limit %s); retry after %ds", name, d.Decision.LimitName, Seconds(d.Decision.RetryAfter))
+}

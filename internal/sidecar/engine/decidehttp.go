@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+)
+
+// ErrNoSnapshot is DecideHTTP's error before the first snapshot is known: nothing can be
+// decided yet, and a front answers that it is unavailable.
+var ErrNoSnapshot = errors.New("no policy snapshot loaded yet")
+
+// BadRequestError is DecideHTTP's error for a request that cannot be judged (a path that
+// upstreams read differently, a header sent twice, a cost out of bounds). Nothing was
+// debited; a front answers 400 with Error().
+type BadRequestError struct {
+	// Err names the field at fault.
+	Err error
+}
+
+func (e *BadRequestError) Error() string { return e.Err.Error() }
+
+func (e *BadRequestError) Unwrap() error { return e.Err }
+
+// ParseTarget is the normalized path and the raw query of an HTTP request target (origin
+// form "/a?q", absolute form, or "*" for OPTIONS), as every front that judges whole HTTP
+// requests reads it. A refused path is a BadRequestError naming the path.
+func ParseTarget(method, target string) (httppath.Path, string, error) {
+	query := ""
+	for i := 0; i < len(target); i++ {
+		if target[i] == '?' {
+			query = target[i+1:]
+			break
+		}
+	}
+	p, err := httppath.ParseTarget(method, httppath.TargetPath(target))
+	if err != nil {
+		return httppath.Path{}, "", &BadRequestError{Err: fmt.Errorf("path: %w", err)}
+	}
+	return p, query, nil
+}
+
+// DecideHTTP judges a whole HTTP request for front: it matches the snapshot in force,
+// reads every matched policy's check before any is decided, then decides them in name order,
+// stopping at the first denial (DecideAll). No matched policy gives no outcomes: the request
+// is admitted. The error is ErrNoSnapshot or a *BadRequestError, and nothing was debited.
+func (g *Engine) DecideHTTP(ctx context.Context, front string, r *HTTPRequest) ([]Outcome, error) {
+	set := g.Store.Current()
+	if set == nil {
+		return nil, ErrNoSnapshot
+	}
+	rules, checks, err := set.PlanHTTP(r)
+	if err != nil {
+		return nil, &BadRequestError{Err: err}
+	}
+	return g.DecideAll(ctx, front, rules, checks), nil
+}
