@@ -43,11 +43,20 @@ func checkServiceURL(t *testing.T, what, raw, path string) {
 	}
 }
 
-// TestIstioProviderNamesTheService: the mesh config's provider is an envoyExtAuthzGrpc one
-// pointing at the Service's gRPC port, with only fields istio.io/api's MeshConfig declares,
-// and the AuthorizationPolicy sends the ingress gateway's requests to that provider.
-func TestIstioProviderNamesTheService(t *testing.T) {
-	r := renderService(t)
+// meshProvider is the one extension provider of config/gateways/istio/mesh-config.yaml,
+// after checking it and its envoyExtAuthzGrpc use only fields istio.io/api declares.
+type meshProvider struct {
+	Name  string `json:"name"`
+	Authz struct {
+		Service  string `json:"service"`
+		Port     int32  `json:"port"`
+		Timeout  string `json:"timeout"`
+		FailOpen bool   `json:"failOpen"`
+	} `json:"envoyExtAuthzGrpc"`
+}
+
+func readMeshProvider(t *testing.T) meshProvider {
+	t.Helper()
 	raw := readManifest(t, istioMeshConfig)
 	if len(raw) != 1 {
 		t.Fatalf("%s holds %d documents, want 1", istioMeshConfig, len(raw))
@@ -58,10 +67,10 @@ func TestIstioProviderNamesTheService(t *testing.T) {
 		} `json:"meshConfig"`
 	}
 	b, err := yaml.Marshal(raw[0].Object)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = yaml.UnmarshalStrict(b, &values)
 	}
-	if err := yaml.UnmarshalStrict(b, &values); err != nil {
+	if err != nil {
 		t.Fatalf("%s: %v", istioMeshConfig, err)
 	}
 	providers := values.MeshConfig.ExtensionProviders
@@ -70,23 +79,27 @@ func TestIstioProviderNamesTheService(t *testing.T) {
 	}
 	checkProtoFields(t, "MeshConfig", map[string]any{"extensionProviders": providers})
 	checkProtoFields(t, "ExtensionProvider", providers[0])
-	var provider struct {
-		Name  string `json:"name"`
-		Authz struct {
-			Service  string `json:"service"`
-			Port     int32  `json:"port"`
-			Timeout  string `json:"timeout"`
-			FailOpen bool   `json:"failOpen"`
-		} `json:"envoyExtAuthzGrpc"`
-	}
-	b, _ = yaml.Marshal(providers[0])
-	if err := yaml.Unmarshal(b, &provider); err != nil {
-		t.Fatal(err)
-	}
 	authz, _ := providers[0]["envoyExtAuthzGrpc"].(map[string]any)
 	checkProtoFields(t, "EnvoyExternalAuthorizationGrpcProvider", authz)
-	if provider.Authz.Service != serviceHost || provider.Authz.Port != r.servicePort(t, grpcPortName).Port {
-		t.Errorf("provider %+v: want %s port %d", provider, serviceHost, r.servicePort(t, grpcPortName).Port)
+	var p meshProvider
+	if b, err = yaml.Marshal(providers[0]); err == nil {
+		err = yaml.Unmarshal(b, &p)
+	}
+	if err != nil {
+		t.Fatalf("decode provider: %v", err)
+	}
+	return p
+}
+
+// TestIstioProviderNamesTheService: the mesh config's provider is an envoyExtAuthzGrpc one
+// pointing at the Service's gRPC port, with only fields istio.io/api's MeshConfig declares,
+// and the AuthorizationPolicy sends the ingress gateway's requests to that provider.
+func TestIstioProviderNamesTheService(t *testing.T) {
+	r := renderService(t)
+	provider := readMeshProvider(t)
+	grpcPort := r.servicePort(t, grpcPortName).Port
+	if provider.Authz.Service != serviceHost || provider.Authz.Port != grpcPort {
+		t.Errorf("provider %+v: want %s port %d", provider, serviceHost, grpcPort)
 	}
 	if d, err := time.ParseDuration(provider.Authz.Timeout); err != nil || d <= 50*time.Millisecond {
 		t.Errorf("provider timeout %q (%v): want a duration above the service's 50ms Redis timeout", provider.Authz.Timeout, err)
@@ -104,7 +117,7 @@ func TestIstioProviderNamesTheService(t *testing.T) {
 		}
 	}
 	render(t, istioDir).decode(t, "AuthorizationPolicy", "ratelimit", &ap)
-	if ap.Spec.Action != "CUSTOM" || ap.Spec.Provider.Name == "" || ap.Spec.Provider.Name != provider.Name {
+	if ap.Spec.Action != "CUSTOM" || provider.Name == "" || ap.Spec.Provider.Name != provider.Name {
 		t.Errorf("authorization policy action %s provider %q: want CUSTOM with the mesh config's provider %q", ap.Spec.Action, ap.Spec.Provider.Name, provider.Name)
 	}
 	if ap.Metadata.Namespace != "istio-system" || ap.Spec.Selector.MatchLabels["istio"] != "ingressgateway" || len(ap.Spec.Rules) != 1 {
@@ -112,22 +125,23 @@ func TestIstioProviderNamesTheService(t *testing.T) {
 	}
 }
 
+// objectRef is the fields of a Gateway API reference the tests read.
+type objectRef struct {
+	Group, Kind, Name, Namespace string
+	Port                         *int32
+}
+
 // TestEnvoyGatewayPolicyNamesTheService: the SecurityPolicy's ext_authz backend is the
-// Service's gRPC port in its own namespace, it targets the route shipped beside it, and the
-// optional ReferenceGrant grants SecurityPolicies that Service.
+// Service's gRPC port in its own namespace, and it targets the route shipped beside it.
 func TestEnvoyGatewayPolicyNamesTheService(t *testing.T) {
 	r := renderService(t)
 	m := render(t, envoyGatewayDir)
-	type ref struct {
-		Group, Kind, Name, Namespace string
-		Port                         *int32
-	}
 	var sp struct {
 		Spec struct {
-			TargetRefs []ref `json:"targetRefs"`
+			TargetRefs []objectRef `json:"targetRefs"`
 			ExtAuth    struct {
 				GRPC *struct {
-					BackendRefs []ref `json:"backendRefs"`
+					BackendRefs []objectRef `json:"backendRefs"`
 				} `json:"grpc"`
 				HTTP any `json:"http"`
 			} `json:"extAuth"`
@@ -138,10 +152,9 @@ func TestEnvoyGatewayPolicyNamesTheService(t *testing.T) {
 	if grpc == nil || sp.Spec.ExtAuth.HTTP != nil || len(grpc.BackendRefs) != 1 {
 		t.Fatalf("extAuth %+v: want one gRPC backend", sp.Spec.ExtAuth)
 	}
-	b := grpc.BackendRefs[0]
-	if b.Name != r.svc.Name || b.Port == nil || *b.Port != r.servicePort(t, grpcPortName).Port || b.Namespace != "" ||
-		(b.Kind != "" && b.Kind != "Service") || b.Group != "" {
-		t.Errorf("backendRef %+v: want Service %s port %d in the policy's namespace", b, r.svc.Name, r.servicePort(t, grpcPortName).Port)
+	grpcPort := r.servicePort(t, grpcPortName).Port
+	if b := grpc.BackendRefs[0]; !refersToService(b, r.svc.Name, grpcPort) {
+		t.Errorf("backendRef %+v: want Service %s port %d in the policy's namespace", b, r.svc.Name, grpcPort)
 	}
 	if len(sp.Spec.TargetRefs) != 1 {
 		t.Fatalf("targetRefs %+v: want one", sp.Spec.TargetRefs)
@@ -149,11 +162,23 @@ func TestEnvoyGatewayPolicyNamesTheService(t *testing.T) {
 	if tr := sp.Spec.TargetRefs[0]; tr.Group != "gateway.networking.k8s.io" || tr.Kind != "HTTPRoute" || m.find("HTTPRoute", tr.Name) == nil {
 		t.Errorf("targetRef %+v: want the HTTPRoute shipped beside it", tr)
 	}
+}
 
+// refersToService reports whether ref is the core Service name, port port, of the referrer's
+// namespace.
+func refersToService(ref objectRef, name string, port int32) bool {
+	return ref.Group == "" && (ref.Kind == "" || ref.Kind == "Service") && ref.Name == name &&
+		ref.Namespace == "" && ref.Port != nil && *ref.Port == port
+}
+
+// TestEnvoyGatewayReferenceGrant: the optional ReferenceGrant lets SecurityPolicies of
+// appNamespace refer to config/service's Service.
+func TestEnvoyGatewayReferenceGrant(t *testing.T) {
+	r := renderService(t)
 	var grant struct {
 		Spec struct {
-			From []ref
-			To   []ref
+			From []objectRef
+			To   []objectRef
 		}
 	}
 	readManifest(t, referenceGrant).decode(t, "ReferenceGrant", "ratelimit-service-from-securitypolicies", &grant)
@@ -161,9 +186,11 @@ func TestEnvoyGatewayPolicyNamesTheService(t *testing.T) {
 		t.Fatalf("reference grant %+v: want one from and one to", grant.Spec)
 	}
 	from, to := grant.Spec.From[0], grant.Spec.To[0]
-	if from.Group != "gateway.envoyproxy.io" || from.Kind != "SecurityPolicy" || from.Namespace != appNamespace ||
-		to.Group != "" || to.Kind != "Service" || to.Name != r.svc.Name {
-		t.Errorf("reference grant %+v: want SecurityPolicies of %s to Service %s", grant.Spec, appNamespace, r.svc.Name)
+	if from.Group != "gateway.envoyproxy.io" || from.Kind != "SecurityPolicy" || from.Namespace != appNamespace {
+		t.Errorf("reference grant from %+v: want SecurityPolicies of %s", from, appNamespace)
+	}
+	if to.Group != "" || to.Kind != "Service" || to.Name != r.svc.Name {
+		t.Errorf("reference grant to %+v: want Service %s", to, r.svc.Name)
 	}
 }
 

@@ -86,11 +86,10 @@ func (r rendered) selects(t *testing.T, sel *metav1.LabelSelector) bool {
 	return !s.Empty() && s.Matches(labels.Set(r.dep.Spec.Template.Labels))
 }
 
-// TestServiceDeployment: two replicas spread over nodes, the sidecar binary watching its
-// namespace's snapshot with both gateway fronts on all interfaces, the check API off, probes
-// on the metrics port, the namespace from the downward API, and the Redis credentials Secret
-// mounted (optional) in these pods.
-func TestServiceDeployment(t *testing.T) {
+// TestServiceDeploymentArgs: two replicas of the sidecar binary watching its namespace's
+// snapshot (the namespace from the downward API), with both gateway fronts on all interfaces
+// and the check API off.
+func TestServiceDeploymentArgs(t *testing.T) {
 	r := renderService(t)
 	if r.dep.Spec.Replicas == nil || *r.dep.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want 2", r.dep.Spec.Replicas)
@@ -109,6 +108,13 @@ func TestServiceDeployment(t *testing.T) {
 		env.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 		t.Errorf("POD_NAMESPACE %+v: want the downward API's metadata.namespace", env)
 	}
+}
+
+// TestServiceDeploymentPod: the fronts' ports, probes on the metrics port, config/sidecar's
+// ServiceAccount (rendered with its Role), the Redis credentials Secret mounted (optional) in
+// these pods, and the replicas spread over nodes.
+func TestServiceDeploymentPod(t *testing.T) {
+	r := renderService(t)
 	for name, want := range map[string]int32{grpcPortName: 8081, forwardAuthName: 8082, "metrics": metricsPort} {
 		if got := r.containerPort(intstr.FromString(name)); got != want {
 			t.Errorf("container port %s = %d, want %d", name, got, want)
@@ -120,9 +126,13 @@ func TestServiceDeployment(t *testing.T) {
 		}
 	}
 	pod := r.dep.Spec.Template.Spec
-	if pod.ServiceAccountName != "ratelimit-sidecar" || r.m.find("ServiceAccount", "ratelimit-sidecar") == nil ||
-		r.m.find("Role", "ratelimit-sidecar") == nil || r.m.find("RoleBinding", "ratelimit-sidecar") == nil {
-		t.Errorf("service account %q: want config/sidecar's ratelimit-sidecar, rendered with its Role and RoleBinding", pod.ServiceAccountName)
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+		if r.m.find(kind, "ratelimit-sidecar") == nil {
+			t.Errorf("config/sidecar's %s ratelimit-sidecar is not rendered", kind)
+		}
+	}
+	if pod.ServiceAccountName != "ratelimit-sidecar" {
+		t.Errorf("service account %q, want config/sidecar's ratelimit-sidecar", pod.ServiceAccountName)
 	}
 	if !mountsOptionalSecret(pod, r.ctr, redisMountPath, redisCredentials) {
 		t.Errorf("secret %s not mounted (optional, read-only) at %s: mounts %+v, volumes %+v", redisCredentials, redisMountPath, r.ctr.VolumeMounts, pod.Volumes)
@@ -196,15 +206,10 @@ func spreadsOverNodes(t *testing.T, r rendered) bool {
 // file system, the runtime's seccomp profile, and bounded resources.
 func TestServiceHardened(t *testing.T) {
 	r := renderService(t)
-	psc := r.dep.Spec.Template.Spec.SecurityContext
-	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil ||
-		psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+	if psc := r.dep.Spec.Template.Spec.SecurityContext; !hardenedPod(psc) {
 		t.Errorf("pod security context %+v: want runAsNonRoot and seccomp RuntimeDefault", psc)
 	}
-	sc := r.ctr.SecurityContext
-	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
-		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+	if sc := r.ctr.SecurityContext; !hardenedContainer(sc) {
 		t.Errorf("container security context %+v: want a read-only root, no escalation, every capability dropped", sc)
 	}
 	res := r.ctr.Resources
@@ -215,10 +220,20 @@ func TestServiceHardened(t *testing.T) {
 	}
 }
 
-// TestServiceFrontsAndScaling: the Service sends grpc 8081 and forward-auth 8082 to the
-// container's ports of those numbers; the PodDisruptionBudget and the HorizontalPodAutoscaler
-// are bound to the Deployment.
-func TestServiceFrontsAndScaling(t *testing.T) {
+func hardenedPod(psc *corev1.PodSecurityContext) bool {
+	return psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot &&
+		psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault
+}
+
+func hardenedContainer(sc *corev1.SecurityContext) bool {
+	return sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem &&
+		sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation && sc.Capabilities != nil &&
+		slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0
+}
+
+// TestServicePorts: the Service sends grpc 8081 and forward-auth 8082 to the container's
+// ports of those numbers.
+func TestServicePorts(t *testing.T) {
 	r := renderService(t)
 	if r.svc.Spec.Type != corev1.ServiceTypeClusterIP || !r.selects(t, &metav1.LabelSelector{MatchLabels: r.svc.Spec.Selector}) {
 		t.Errorf("service type %s selector %v: want a ClusterIP selecting the deployment's pods", r.svc.Spec.Type, r.svc.Spec.Selector)
@@ -230,7 +245,12 @@ func TestServiceFrontsAndScaling(t *testing.T) {
 	if p := r.servicePort(t, forwardAuthName); p.Port != 8082 || r.containerPort(p.TargetPort) != 8082 {
 		t.Errorf("forward-auth port %+v: want 8082 -> 8082", p)
 	}
+}
 
+// TestServiceDisruptionAndScaling: the PodDisruptionBudget keeps one of the Deployment's pods
+// and the HorizontalPodAutoscaler scales the Deployment from 2 to 10 on CPU.
+func TestServiceDisruptionAndScaling(t *testing.T) {
+	r := renderService(t)
 	var pdb policyv1.PodDisruptionBudget
 	r.m.decode(t, "PodDisruptionBudget", serviceName, &pdb)
 	if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) || !r.selects(t, pdb.Spec.Selector) {
@@ -243,9 +263,11 @@ func TestServiceFrontsAndScaling(t *testing.T) {
 	if ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.Name != r.dep.Name {
 		t.Errorf("HPA targets %+v, want the Deployment %s", ref, r.dep.Name)
 	}
-	if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 10 ||
-		len(hpa.Spec.Metrics) != 1 || hpa.Spec.Metrics[0].Resource == nil || hpa.Spec.Metrics[0].Resource.Name != corev1.ResourceCPU {
-		t.Errorf("HPA %+v: want 2..10 replicas on CPU", hpa.Spec)
+	if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 10 {
+		t.Errorf("HPA %+v: want 2..10 replicas", hpa.Spec)
+	}
+	if m := hpa.Spec.Metrics; len(m) != 1 || m[0].Resource == nil || m[0].Resource.Name != corev1.ResourceCPU {
+		t.Errorf("HPA metrics %+v: want CPU only", m)
 	}
 }
 
@@ -260,17 +282,13 @@ func TestServiceNetworkPolicy(t *testing.T) {
 	}
 	open := map[int32]bool{}
 	for _, rule := range np.Spec.Ingress {
-		gatewaysOnly := len(rule.From) > 0
-		for _, peer := range rule.From {
-			gatewaysOnly = gatewaysOnly && peer.PodSelector != nil && peer.PodSelector.MatchLabels[gatewayPodLabel] == "true" && peer.IPBlock == nil
-		}
 		if len(rule.Ports) == 0 {
 			t.Errorf("rule %+v opens every port", rule)
 		}
 		for _, p := range rule.Ports {
 			port := r.containerPort(*p.Port)
 			open[port] = true
-			if (port == 8081 || port == 8082) && !gatewaysOnly {
+			if (port == 8081 || port == 8082) && !gatewaysOnly(rule) {
 				t.Errorf("port %d open to %+v: want only pods labelled %s=true", port, rule.From, gatewayPodLabel)
 			}
 		}
@@ -278,4 +296,14 @@ func TestServiceNetworkPolicy(t *testing.T) {
 	if len(open) != 3 || !open[8081] || !open[8082] || !open[metricsPort] {
 		t.Errorf("open ports %v: want exactly 8081, 8082 and %d", open, metricsPort)
 	}
+}
+
+// gatewaysOnly reports whether every peer of rule is a pod labelled as a gateway.
+func gatewaysOnly(rule networkingv1.NetworkPolicyIngressRule) bool {
+	for _, peer := range rule.From {
+		if peer.IPBlock != nil || peer.PodSelector == nil || peer.PodSelector.MatchLabels[gatewayPodLabel] != "true" {
+			return false
+		}
+	}
+	return len(rule.From) > 0
 }
