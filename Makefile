@@ -66,7 +66,7 @@ demo: envtest redis ## The whole system on this machine: control plane, Redis, m
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: manifests generate vet envtest redis ## Run every test against a real kube-apiserver + etcd and real redis-server.
+test: manifests generate vet envtest redis promtool ## Run every test against a real kube-apiserver + etcd and real redis-server.
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
@@ -107,3 +107,7 @@ envtest: ## Build kube-apiserver and etcd for envtest from the Go module proxy (
 .PHONY: redis
 redis: ## Install redis-server and redis-tools with apt-get when missing.
 	@hack/redis.sh
+
+.PHONY: promtool
+promtool: ## Install promtool (Debian package prometheus) with apt-get when missing, for the alert tests.
+	@hack/promtool.sh
