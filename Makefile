@@ -33,8 +33,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers.
+manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers, and the alerts' PrometheusRule.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	go run ./hack/rules
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods for the API types.
