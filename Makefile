@@ -33,8 +33,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers.
+manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers, and the alerts' PrometheusRule.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	go run ./hack/rules
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods for the API types.
@@ -66,7 +67,7 @@ demo: envtest redis ## The whole system on this machine: control plane, Redis, m
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: manifests generate vet envtest redis ## Run every test against a real kube-apiserver + etcd and real redis-server.
+test: manifests generate vet envtest redis promtool ## Run every test against a real kube-apiserver + etcd and real redis-server.
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
@@ -107,3 +108,7 @@ envtest: ## Build kube-apiserver and etcd for envtest from the Go module proxy (
 .PHONY: redis
 redis: ## Install redis-server and redis-tools with apt-get when missing.
 	@hack/redis.sh
+
+.PHONY: promtool
+promtool: ## Install promtool (Debian package prometheus) with apt-get when missing, for the alert tests.
+	@hack/promtool.sh

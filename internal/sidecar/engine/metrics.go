@@ -29,8 +29,8 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_total",
-			Help: "Decisions by front, policy, result (allowed, denied, shadow_denied, skipped, rejected) and source."},
-			[]string{"front", "policy", "result", "source"}),
+			Help: "Decisions by front, policy, limit (the denying one, or the tightest for an admission; empty when no limit decided), result (allowed, denied, shadow_denied, skipped, rejected) and source."},
+			[]string{"front", "policy", "limit", "result", "source"}),
 		checkSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_sidecar_check_duration_seconds",
 			Help:    "Time to decide one policy check, by source (Redis is the script round trip including pipelining).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}},
@@ -121,7 +121,10 @@ func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
 	if o.Skipped || o.Rejected {
 		source = "none"
 	}
-	m.decisions.WithLabelValues(front, o.Rule.Name(), o.Result(), source).Inc()
+	// The limit is bounded like the policy: a policy has at most 8 named limits. It is the
+	// limiter's LimitName (the denying limit, or the tightest on an admission), empty when
+	// no limit decided: skipped, rejected, or a failure mode without Redis.
+	m.decisions.WithLabelValues(front, o.Rule.Name(), d.LimitName, o.Result(), source).Inc()
 	if o.Skipped || o.Rejected {
 		return
 	}

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
@@ -89,5 +93,58 @@ func TestRedisErrorKindMetrics(t *testing.T) {
 	}
 	if kinds["call"] != 8 || kinds["node"] != 0 || kinds["circuit_open"] != 0 {
 		t.Errorf("ratelimit_sidecar_redis_check_errors_total by kind %v: want call 8, node 0, circuit_open 0", kinds)
+	}
+}
+
+// TestDecisionLimitLabel labels each decision with the limit that decided it: the tightest
+// limit on an admission, the denying one on a denial (from Redis or the deny cache), and
+// none ("") when no limit decided: a skipped request, or a failure mode without Redis.
+func TestDecisionLimitLabel(t *testing.T) {
+	twoLimits := func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Limits = []v1alpha1.Limit{
+			{Name: "per-minute", Requests: 2, Period: metav1.Duration{Duration: time.Minute}},
+			{Name: "per-hour", Requests: 100, Period: metav1.Duration{Duration: time.Hour}},
+		}
+		s.Identity.OnMissing = v1alpha1.MissingIdentitySkip
+	}
+	rig := sidecartest.Start(t, limiter.Options{DenyCacheSize: 16}, sidecartest.Policy("orders", 0, twoLimits))
+	e := rig.Store.Current().Rule("orders")
+	decide := func(c engine.Check) engine.Outcome { return rig.Engine.Decide(t.Context(), "test", e, c) }
+	alice := engine.Check{Identity: "alice", HasIdentity: true, Cost: 1}
+	for i := range 4 { // 2 admitted, then denied by Redis, then by the deny cache
+		o := decide(alice)
+		if o.Allowed != (i < 2) {
+			t.Fatalf("check %d: allowed %v", i, o.Allowed)
+		}
+	}
+	decide(engine.Check{Cost: 1}) // no identity: skipped
+
+	value := func(labels map[string]string) float64 {
+		return sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_decisions_total", labels)
+	}
+	for _, c := range []struct {
+		result, source, limit string
+		want                  float64
+	}{
+		{"allowed", "Redis", "per-minute", 2},
+		{"denied", "Redis", "per-minute", 1},
+		{"denied", "DenyCache", "per-minute", 1},
+		{"skipped", "none", "", 1},
+	} {
+		if got := value(map[string]string{"result": c.result, "source": c.source, "limit": c.limit}); got != c.want {
+			t.Errorf("decisions{result=%q,source=%q,limit=%q} = %v, want %v", c.result, c.source, c.limit, got, c.want)
+		}
+	}
+	if got := value(map[string]string{"limit": "per-hour"}); got != 0 {
+		t.Errorf("decisions{limit=per-hour} = %v: the looser limit decided nothing", got)
+	}
+
+	// Without Redis, the failure mode decides and no limit does.
+	rig.Redis.Stop()
+	if o := decide(engine.Check{Identity: "bob", HasIdentity: true, Cost: 1}); !o.Decision.WithoutRedis() {
+		t.Fatalf("with Redis stopped: %+v, want a failure-mode decision", o.Decision)
+	}
+	if got := value(map[string]string{"source": "FailOpen", "limit": ""}); got != 1 {
+		t.Errorf(`decisions{source="FailOpen",limit=""} = %v, want 1`, got)
 	}
 }

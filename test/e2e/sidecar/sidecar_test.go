@@ -103,7 +103,7 @@ func TestSidecarBinary(t *testing.T) {
 	if check.StatusCode != 200 || check.Header.Get("RateLimit") != `"orders/per-minute";r=0;t=60` {
 		t.Fatalf("check API: %d %v", check.StatusCode, check.Header)
 	}
-	if m := r.metricsText(t); !strings.Contains(m, `ratelimit_sidecar_decisions_total{front="proxy",policy="orders",result="denied",source="Redis"} 1`) {
+	if m := r.metricsText(t); !strings.Contains(m, `ratelimit_sidecar_decisions_total{front="proxy",limit="per-minute",policy="orders",result="denied",source="Redis"} 1`) {
 		t.Errorf("metrics lack the denial:\n%s", m)
 	}
 

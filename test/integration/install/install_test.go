@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -322,9 +323,10 @@ func checkHelperRoles(t *testing.T, r rendered) {
 func TestInstallPrometheusOverlay(t *testing.T) {
 	r, objs := renderDir(t, enablePrometheus(t))
 	_, plain := renderDir(t, filepath.Join("config", "default"))
-	if len(objs) != len(plain)+1 {
-		t.Errorf("enabling the overlay renders %d objects, want config/default's %d plus the ServiceMonitor", len(objs), len(plain))
+	if len(objs) != len(plain)+2 {
+		t.Errorf("enabling the overlay renders %d objects, want config/default's %d plus the ServiceMonitor and the PrometheusRule", len(objs), len(plain))
 	}
+	checkPrometheusRule(t, r)
 
 	var sm serviceMonitor
 	r.get(t, "ServiceMonitor", "ratelimit-controller-manager-metrics-monitor", &sm)
@@ -379,6 +381,36 @@ func enablePrometheus(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Dir(kpath)
+}
+
+// checkPrometheusRule: the overlay's PrometheusRule is in the install namespace and holds
+// exactly the groups of the chart's alerts.yaml (the one source of the alerts; make
+// manifests regenerates config/prometheus/prometheusrule.yaml from it).
+func checkPrometheusRule(t *testing.T, r rendered) {
+	t.Helper()
+	var rule struct {
+		Metadata struct{ Name, Namespace string }
+		Spec     struct {
+			Groups []any `json:"groups"`
+		}
+	}
+	r.get(t, "PrometheusRule", "ratelimit-alerts", &rule)
+	if rule.Metadata.Namespace != installNamespace {
+		t.Errorf("PrometheusRule in namespace %q, want %q", rule.Metadata.Namespace, installNamespace)
+	}
+	src, err := os.ReadFile(filepath.Join(kube.RepoRoot(), "charts", "ratelimit-operator", "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Groups []any `json:"groups"`
+	}
+	if err := yaml.Unmarshal(src, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Groups) == 0 || !reflect.DeepEqual(rule.Spec.Groups, want.Groups) {
+		t.Errorf("PrometheusRule groups differ from charts/ratelimit-operator/files/alerts.yaml: run make manifests")
+	}
 }
 
 // serviceMonitor is the part of a monitoring.coreos.com/v1 ServiceMonitor the test reads.
