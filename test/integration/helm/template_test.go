@@ -40,7 +40,7 @@ func TestLint(t *testing.T) {
 // values.schema.json, naming the value, instead of being ignored.
 func TestSchemaRefusesTypos(t *testing.T) {
 	for set, want := range map[string]string{
-		"redis.adress=x":                       "adress",
+		"redis.adress=x":                       "adress", //nolint:misspell // the misspelling is the point
 		"webhook.certManager.enable=true":      "enable",
 		"metrics.serviceMonitor.enabeld=true":  "enabeld",
 		"sharedService.namespace={a}":          "namespace",
@@ -143,6 +143,26 @@ func chartAppVersion(t *testing.T) string {
 // config/service in the listed namespaces (RBAC once per namespace).
 func TestTemplateCustom(t *testing.T) {
 	objs := render(t, []string{customValues})
+	t.Run("certManager", func(t *testing.T) { checkCustomCert(t, objs) })
+	t.Run("monitoring", func(t *testing.T) { checkCustomMonitoring(t, objs) })
+	t.Run("namespaces", func(t *testing.T) { checkCustomNamespaces(t, objs) })
+	args := managerArgs(t, objs)
+	for _, want := range []string{
+		"--redis-mode=sentinel",
+		"--redis-addrs=sentinel-0.redis.svc:26379,sentinel-1.redis.svc:26379,sentinel-2.redis.svc:26379",
+		"--redis-master-name=mymaster", "--redis-db=3", "--key-prefix=team:",
+		"--redis-credentials-path=/var/run/secrets/ratelimit/redis", "--webhook-port=10443",
+		"--metrics-bind-address=:9443", "--health-probe-bind-address=:8091",
+	} {
+		if !slices.Contains(args, want) {
+			t.Errorf("manager args %q lack %s", args, want)
+		}
+	}
+}
+
+// checkCustomCert: cert-manager with an issuerRef renders a Certificate from that issuer,
+// no Issuer and no Secret of its own, and the CA injection annotation on both webhooks.
+func checkCustomCert(t *testing.T, objs objects) {
 	if objs.find("Secret", namespace, fullname+"-webhook-server-cert") != nil || len(objs.ofKind("Issuer")) > 0 {
 		t.Errorf("cert-manager with an issuerRef renders a self-signed Secret or an Issuer")
 	}
@@ -157,6 +177,11 @@ func TestTemplateCustom(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkCustomMonitoring: the ServiceMonitor, the PrometheusRule with files/alerts.yaml's
+// groups and the dashboard ConfigMap, with their extra labels.
+func checkCustomMonitoring(t *testing.T, objs objects) {
 	sm := objs.get(t, "ServiceMonitor", namespace, fullname)
 	if sm.GetLabels()["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v lack the extra label", sm.GetLabels())
@@ -166,12 +191,17 @@ func TestTemplateCustom(t *testing.T) {
 		t.Errorf("PrometheusRule has no groups")
 	}
 	cm := objs.get(t, "ConfigMap", "monitoring", fullname+"-dashboard")
-	if cm.GetLabels()["grafana_dashboard"] != "1" {
-		t.Errorf("dashboard labels %v: want grafana_dashboard=1", cm.GetLabels())
+	if cm.GetLabels()["grafana_dashboard"] != "1" || cm.GetLabels()["team"] != "platform" {
+		t.Errorf("dashboard labels %v: want grafana_dashboard=1 and the extra label", cm.GetLabels())
 	}
 	if data, _, _ := unstructured.NestedString(cm.Object, "data", "ratelimit-operator.json"); !strings.Contains(data, `"title"`) {
 		t.Errorf("dashboard ConfigMap does not hold files/dashboard.json: %.200s", data)
 	}
+}
+
+// checkCustomNamespaces: config/sidecar in every namespace of either list, once;
+// config/service only in sharedService's namespaces.
+func checkCustomNamespaces(t *testing.T, objs objects) {
 	for _, ns := range []string{"team-a", "team-b", "gateways"} {
 		for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
 			objs.get(t, kind, ns, "ratelimit-sidecar")
@@ -195,18 +225,6 @@ func TestTemplateCustom(t *testing.T) {
 	for k, n := range seen {
 		if n > 1 {
 			t.Errorf("%s rendered %d times", k, n)
-		}
-	}
-	args := managerArgs(t, objs)
-	for _, want := range []string{
-		"--redis-mode=sentinel",
-		"--redis-addrs=sentinel-0.redis.svc:26379,sentinel-1.redis.svc:26379,sentinel-2.redis.svc:26379",
-		"--redis-master-name=mymaster", "--redis-db=3", "--key-prefix=team:",
-		"--redis-credentials-path=/var/run/secrets/ratelimit/redis", "--webhook-port=10443",
-		"--metrics-bind-address=:9443", "--health-probe-bind-address=:8091",
-	} {
-		if !slices.Contains(args, want) {
-			t.Errorf("manager args %q lack %s", args, want)
 		}
 	}
 }
