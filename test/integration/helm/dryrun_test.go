@@ -16,14 +16,11 @@ import (
 // fieldOwner is the field manager of the dry-run applies.
 const fieldOwner = "ratelimit-helm-test"
 
-// notServed are the API groups envtest has no CRDs for: cert-manager's Certificate and
-// Issuer are checked by reading them (TestTemplateCustom, TestNoDrift).
-var notServed = map[string]bool{"cert-manager.io": true}
-
-// TestRenderedAcceptedByAPIServer: every object the chart renders, with the default, the
-// custom and the off values, is server-side applied (dry run) without an error or a warning,
-// the CRD and the prometheus-operator's ServiceMonitor and PrometheusRule included. Each
-// namespace the objects name enforces the restricted Pod Security Standard.
+// TestRenderedAcceptedByAPIServer: every object the chart renders, with the default, custom,
+// off and mirror values, is server-side applied (dry run) without an error or a warning: the
+// CRD, the prometheus-operator's ServiceMonitor and PrometheusRule and cert-manager's
+// Certificate and Issuer included. Each namespace the objects name enforces the restricted
+// Pod Security Standard.
 func TestRenderedAcceptedByAPIServer(t *testing.T) {
 	e := env(t)
 	c, warnings := kube.NewWarningClient(t, e)
@@ -35,9 +32,6 @@ func TestRenderedAcceptedByAPIServer(t *testing.T) {
 			}
 			applied := 0
 			for _, u := range objs {
-				if notServed[u.GroupVersionKind().Group] {
-					continue
-				}
 				if ns := u.GetNamespace(); ns != "" {
 					ensureNamespace(t, c, ns)
 				} else if namespaced, err := c.IsObjectNamespaced(u); err != nil {

@@ -1,7 +1,7 @@
 // Package helm_test checks the Helm chart in charts/ratelimit-operator: it lints, renders
 // with default and non-default values, refuses misspelt values (values.schema.json), every
 // object it renders is accepted by a real kube-apiserver (envtest, server-side dry run, with
-// the prometheus-operator's CRDs installed), an install keeps its self-signed webhook
+// the prometheus-operator's and cert-manager's CRDs installed), an install keeps its self-signed webhook
 // certificate across upgrades, and, rendered with values that mirror config/default, it
 // installs what `kubectl kustomize config/default` does.
 package helm_test
@@ -10,9 +10,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +26,21 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/pinnedmod"
 )
 
-// promOperatorModule ships the ServiceMonitor and PrometheusRule CRDs, at the version
-// hack/gatewaycrds/go.mod pins.
-const promOperatorModule = "github.com/prometheus-operator/prometheus-operator"
-
-// promCRDs are the CRD files of the kinds the chart renders, within promOperatorModule.
-var promCRDs = []string{
-	"example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
-	"example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
+// externalCRDs are the CRD files of the kinds the chart renders beyond Kubernetes' own, by the
+// module that ships them at the version hack/gatewaycrds/go.mod pins.
+var externalCRDs = map[string][]string{
+	"github.com/prometheus-operator/prometheus-operator": {
+		"example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+		"example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
+	},
+	"github.com/cert-manager/cert-manager": {
+		"deploy/crds/cert-manager.io_certificates.yaml",
+		"deploy/crds/cert-manager.io_issuers.yaml",
+	},
 }
 
 // suite is what TestMain prepared: the helm binary and a control plane with the operator's
-// and the prometheus-operator's CRDs.
+// CRD and externalCRDs.
 var suite struct {
 	helm    string
 	helmErr error
@@ -50,13 +55,16 @@ func run(m *testing.M) int {
 	if suite.helmErr != nil {
 		fmt.Fprintf(os.Stderr, "helm: %v\n", suite.helmErr)
 	}
-	mods, err := pinnedmod.Download(filepath.Join(kube.RepoRoot(), "hack", "gatewaycrds"), promOperatorModule)
+	modules := slices.Sorted(maps.Keys(externalCRDs))
+	mods, err := pinnedmod.Download(filepath.Join(kube.RepoRoot(), "hack", "gatewaycrds"), modules...)
 	if err != nil {
 		suite.envErr = err
 	} else {
 		suite.env, suite.envErr = kube.Start(func(te *envtest.Environment) {
-			for _, p := range promCRDs {
-				te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, filepath.Join(mods[promOperatorModule], filepath.FromSlash(p)))
+			for _, mod := range modules {
+				for _, p := range externalCRDs[mod] {
+					te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, filepath.Join(mods[mod], filepath.FromSlash(p)))
+				}
 			}
 		})
 	}
