@@ -53,11 +53,12 @@ func same(t *testing.T, what string, chart, kust any) {
 
 // TestNoDriftFromKustomize: rendered with values mirroring config/default, the chart installs
 // the same CRD, RBAC rules, manager container, webhooks, Services and certificate as
-// `kubectl kustomize config/default`, and config/sidecar's and config/service's objects in a
-// listed namespace. Names (Helm's prefix), labels and annotations Helm adds are not
+// `kubectl kustomize config/default`, the same ServiceMonitor and PrometheusRule as
+// config/prometheus, and config/sidecar's and config/service's objects in a listed namespace. Names (Helm's prefix), labels and annotations Helm adds are not
 // compared; what the objects do is.
 func TestNoDriftFromKustomize(t *testing.T) {
-	chart := render(t, []string{mirrorValues}, "sharedService.namespaces={apps}", "metrics.serviceMonitor.enabled=true")
+	chart := render(t, []string{mirrorValues}, "sharedService.namespaces={apps}", "metrics.serviceMonitor.enabled=true",
+		"metrics.prometheusRule.enabled=true")
 	kust := kustomize(t, "config/default")
 
 	t.Run("crd", func(t *testing.T) {
@@ -140,9 +141,14 @@ func TestNoDriftFromKustomize(t *testing.T) {
 		podLabels := field(chart.get(t, "Deployment", namespace, fullname), "spec", "template", "metadata", "labels").(map[string]any)
 		selects(t, "metrics Service", field(c, "spec", "selector"), podLabels)
 		sm := chart.get(t, "ServiceMonitor", namespace, fullname)
-		prom := kustomize(t, "config/prometheus").get(t, "ServiceMonitor", "system", "controller-manager-metrics-monitor")
-		sameField(t, "ServiceMonitor", sm, prom, "spec", "endpoints")
+		prom := kustomize(t, "config/prometheus")
+		sameField(t, "ServiceMonitor", sm, prom.get(t, "ServiceMonitor", "system", "controller-manager-metrics-monitor"), "spec", "endpoints")
 		selects(t, "ServiceMonitor", field(sm, "spec", "selector", "matchLabels"), anyMap(c.GetLabels()))
+		rules := prom.ofKind("PrometheusRule")
+		if len(rules) != 1 {
+			t.Fatalf("config/prometheus has PrometheusRules %v, want one", rules.names())
+		}
+		sameField(t, "PrometheusRule", chart.get(t, "PrometheusRule", namespace, fullname), rules[0], "spec")
 	})
 
 	t.Run("sidecar", func(t *testing.T) {
