@@ -13,6 +13,11 @@ CONTAINER_TOOL ?= docker
 CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := go tool -modfile=hack/tools/go.mod golangci-lint
 CRD_REF_DOCS := go tool -modfile=hack/tools/go.mod crd-ref-docs
+HELM := go tool -modfile=hack/tools/go.mod helm
+
+# The Helm chart. `make manifests` copies the generated CRD, ClusterRole and webhook manifests
+# into it, so config/ stays their single source and verify-generated catches a stale copy.
+CHART := charts/ratelimit-operator
 
 # Where `make docs` writes the API reference (hack/apidocs/docs_test.go points it at a temp file).
 API_DOCS ?= docs/api.md
@@ -36,6 +41,9 @@ help: ## Show this help.
 manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers, and the alerts' PrometheusRule.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 	go run ./hack/rules
+	rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
+	cp config/rbac/role.yaml $(CHART)/files/generated/manager-role.yaml
+	cp config/webhook/manifests.yaml $(CHART)/files/generated/webhooks.yaml
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods for the API types.
@@ -60,7 +68,7 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 
 .PHONY: verify-generated
 verify-generated: manifests generate docs ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config docs || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api config docs $(CHART)/crds $(CHART)/files/generated || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
 
 .PHONY: demo
 demo: envtest redis ## The whole system on this machine: control plane, Redis, manager, sidecar, samples (DEMO_ARGS=--stay keeps it up).
@@ -85,6 +93,10 @@ fuzz: ## Run every go-fuzz target for FUZZTIME each (default 30s); failures land
 	done
 
 ##@ Build
+
+.PHONY: helm
+helm: ## Lint the Helm chart in charts/ratelimit-operator (helm pinned in hack/tools/go.mod).
+	$(HELM) lint --strict $(CHART)
 
 .PHONY: build
 build: manifests generate ## Build the manager and sidecar binaries into bin/.

@@ -1,17 +1,12 @@
 package install
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -31,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -42,6 +36,7 @@ import (
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/source"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
 // Names the install manifests use.
@@ -71,41 +66,14 @@ var notServed = map[string]bool{"cert-manager.io": true, "monitoring.coreos.com"
 // the documents by kind and name and, in order, as objects.
 func renderDir(t *testing.T, dir string) (rendered, []*unstructured.Unstructured) {
 	t.Helper()
-	kubectl := requireTool(t, "kubectl")
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(kube.RepoRoot(), dir)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
-	}
 	r := rendered{}
 	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("split rendered YAML of %s: %v", dir, err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("decode rendered document of %s: %v", dir, err)
-		}
-		if u.Object == nil {
-			continue
-		}
+	for _, d := range manifests.Kustomize(t, dir) {
+		u := d.Object
 		if r[u.GetKind()] == nil {
 			r[u.GetKind()] = map[string][]byte{}
 		}
-		r[u.GetKind()][u.GetName()] = doc
+		r[u.GetKind()][u.GetName()] = d.Raw
 		objs = append(objs, u)
 	}
 	return r, objs

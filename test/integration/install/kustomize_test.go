@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
 // Names config/default renders: namespace ratelimit-system, prefix ratelimit-.
@@ -26,13 +24,6 @@ const (
 	injectCAFrom     = "cert-manager.io/inject-ca-from"
 	certDir          = "/tmp/k8s-webhook-server/serving-certs"
 )
-
-// requireTool returns the path of a command, failing the test under CI=true when it is
-// missing and skipping it elsewhere.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	return missing.Tool(t, name, "install it to render config/default (`make test` provides kubectl)")
-}
 
 // rendered is config/default as kustomize builds it, by kind and name.
 type rendered map[string]map[string][]byte
