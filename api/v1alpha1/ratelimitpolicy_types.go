@@ -120,8 +120,12 @@ type RateLimitPolicy struct {
 	// +required
 	Spec RateLimitPolicySpec `json:"spec"`
 
-	// status is the state observed by the controller.
+	// status is the state observed by the controller. It defaults to observedGeneration 0,
+	// so that a policy the controller has not acted on yet reads as in progress to kstatus
+	// (Flux, kpt, cli-utils), not as current: kstatus cannot tell a missing status from one
+	// that has nothing to report.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status RateLimitPolicyStatus `json:"status,omitempty"`
 }
 
