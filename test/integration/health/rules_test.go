@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,36 @@ func TestArgoCDComponent(t *testing.T) {
 	}
 	if cm.Data["url"] != "https://argocd.example.com" {
 		t.Errorf("argocd-cm lost its own data: %v", cm.Data)
+	}
+}
+
+// TestDocsCopy: the argocd-cm snippet of docs/gitops.md carries the shipped script exactly.
+func TestDocsCopy(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(kube.RepoRoot(), "docs", "gitops.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(kube.RepoRoot(), filepath.FromSlash(healthScript)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "resource.customizations.health.policy.ratelimit.dev_RateLimitPolicy"
+	found := false
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		if !strings.Contains(block, key+":") {
+			continue
+		}
+		found = true
+		var cm struct{ Data map[string]string }
+		if err := yaml.Unmarshal([]byte(block), &cm); err != nil {
+			t.Fatalf("docs/gitops.md: %v", err)
+		}
+		if cm.Data[key] != string(script) {
+			t.Errorf("docs/gitops.md: the argocd-cm copy differs from %s; copy it again", healthScript)
+		}
+	}
+	if !found {
+		t.Errorf("docs/gitops.md has no argocd-cm snippet with %s", key)
 	}
 }
