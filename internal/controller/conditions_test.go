@@ -125,3 +125,21 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return out.GetGauge().GetValue()
 }
+
+// TestTrackerWithoutGauge: the ScriptsLoaded tracker announces transitions and leaves the
+// ratelimit_policies{ready} gauge alone.
+func TestTrackerWithoutGauge(t *testing.T) {
+	var tr conditionTracker
+	gauge := func(s string) float64 { return metricValue(t, policiesByReady.WithLabelValues(s)) }
+	t0, f0 := gauge("True"), gauge("False")
+	key := types.NamespacedName{Namespace: "ns", Name: "s"}
+	loaded := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: ReasonScriptsLoaded}
+	down := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionFalse, Reason: ReasonRedisUnavailable}
+	if !tr.transition(key, "u", loaded, down) || tr.transition(key, "u", loaded, down) || !tr.transition(key, "u", down, loaded) {
+		t.Error("transitions not announced exactly once")
+	}
+	tr.forget(key)
+	if gauge("True") != t0 || gauge("False") != f0 {
+		t.Error("a tracker without a gauge moved ratelimit_policies")
+	}
+}
