@@ -168,7 +168,7 @@ func TestRedisOutageKeepsHealth(t *testing.T) {
 		if err := h.expect(status.CurrentStatus, "Healthy"); err != nil {
 			return err
 		}
-		return redisDown(w.policy(t, "before"))
+		return redisDown(h.policy)
 	})
 
 	w.create(t, policytest.New(w.ns, "during", policytest.Paths("/during"), policytest.FailureMode(v1alpha1.FailureModeFailClosed)))

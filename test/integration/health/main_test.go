@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,6 +100,7 @@ func (w *world) update(t *testing.T, name string, change func(*v1alpha1.RateLimi
 // health is a policy as the API server returns it, judged by kstatus and by the Argo CD Lua.
 type health struct {
 	obj      *unstructured.Unstructured
+	policy   *v1alpha1.RateLimitPolicy // obj, typed: checks read the very object judged
 	kstatus  *status.Result
 	argo     string
 	argoText string
@@ -128,7 +130,11 @@ func judgeObject(t testing.TB, u *unstructured.Unstructured) health {
 		t.Fatalf("kstatus: %v", err)
 	}
 	argo, text := argoHealth(t, u.Object)
-	return health{obj: u, kstatus: res, argo: argo, argoText: text}
+	var p v1alpha1.RateLimitPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+		t.Fatalf("convert %s: %v", u.GetName(), err)
+	}
+	return health{obj: u, policy: &p, kstatus: res, argo: argo, argoText: text}
 }
 
 // expect says whether h has both verdicts.
@@ -166,7 +172,7 @@ func (w *world) until(t *testing.T, name string, k status.Status, argo string, c
 			return err
 		}
 		if check != nil {
-			return check(w.policy(t, name))
+			return check(h.policy)
 		}
 		return nil
 	})
