@@ -76,8 +76,9 @@ type RateLimitPolicyStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are the policy's current state: Ready, ScriptsLoaded and Published, each with
-	// the generation it was computed for.
+	// conditions are the policy's current state: Ready, Published, ScriptsLoaded and, while
+	// the policy cannot be published without a change, Stalled; each with the generation it
+	// was computed for.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -119,8 +120,12 @@ type RateLimitPolicy struct {
 	// +required
 	Spec RateLimitPolicySpec `json:"spec"`
 
-	// status is the state observed by the controller.
+	// status is the state observed by the controller. It defaults to observedGeneration 0,
+	// so that a policy the controller has not acted on yet reads as in progress to kstatus
+	// (Flux, kpt, cli-utils), not as current: kstatus cannot tell a missing status from one
+	// that has nothing to report.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status RateLimitPolicyStatus `json:"status,omitempty"`
 }
 

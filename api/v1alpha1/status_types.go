@@ -1,14 +1,22 @@
 package v1alpha1
 
-// Condition types a RateLimitPolicy reports. Ready summarises the others.
+// Condition types a RateLimitPolicy reports, each with the generation it was computed for.
+// Ready and Stalled are derived from Published; ScriptsLoaded stands on its own.
 const (
-	// ConditionReady is True when the policy is compiled, its scripts are loaded and it is
-	// published to its namespace's snapshot.
+	// ConditionReady is True when the policy is accepted (it compiles) and this generation
+	// is published to its namespace's snapshot, so every sidecar enforces it. It does not
+	// depend on Redis: while Redis is away the sidecars enforce the policy by its failure
+	// mode, and ScriptsLoaded reports the outage.
 	ConditionReady = "Ready"
-	// ConditionScriptsLoaded is True when the policy's scripts are loaded on every Redis primary.
+	// ConditionScriptsLoaded is True when the policy's scripts are loaded on every Redis
+	// primary; False with reason RedisUnavailable while Redis cannot be reached.
 	ConditionScriptsLoaded = "ScriptsLoaded"
 	// ConditionPublished is True when the policy is in its namespace's sidecar snapshot.
 	ConditionPublished = "Published"
+	// ConditionStalled is present, and True, only while the controller cannot publish the
+	// policy without a change (reasons InvalidPolicy, SnapshotTooLarge). It is kstatus's
+	// abnormal-true condition: kstatus (Flux, kpt, cli-utils) reports such a policy Failed.
+	ConditionStalled = "Stalled"
 )
 
 // ScriptStatus is one Lua script a policy runs.

@@ -3,6 +3,7 @@ package controller
 import (
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,26 +33,58 @@ func setCondition(p *v1alpha1.RateLimitPolicy, typ string, ok bool, reason, msg 
 		Reason: reason, Message: msg, ObservedGeneration: p.Generation})
 }
 
-// setReady summarises the finer conditions into Ready.
+// stalledReasons are the Published reasons the controller cannot get past on its own: the
+// spec (or, for SnapshotTooLarge, the namespace's policies) must change.
+var stalledReasons = map[string]bool{ReasonInvalidPolicy: true, ReasonSnapshotTooLarge: true}
+
+// setReady derives Ready and Stalled from Published.
+//
+// Ready means "accepted and published": the spec compiles and this generation is in the
+// namespace's snapshot, so every sidecar enforces it. It does not depend on Redis. While
+// Redis is away the sidecars still enforce the policy, by its failure mode, and turning
+// every policy of every namespace not-Ready (Degraded in Argo CD, not Current in Flux) would
+// page every application team for one infrastructure fault that has its own condition
+// (ScriptsLoaded=False, RedisUnavailable), metric and alert. The Ready message says so.
+//
+// Stalled (kstatus's abnormal-true condition, which makes kstatus report Failed) is True
+// while the policy cannot be published without a change: InvalidPolicy, SnapshotTooLarge.
+// It is removed otherwise.
 func setReady(p *v1alpha1.RateLimitPolicy) {
-	for _, typ := range []string{v1alpha1.ConditionScriptsLoaded, v1alpha1.ConditionPublished} {
-		c := meta.FindStatusCondition(p.Status.Conditions, typ)
-		if c == nil || c.Status != metav1.ConditionTrue {
-			reason, msg := "Unknown", typ+" is not known yet"
-			if c != nil {
-				reason, msg = c.Reason, c.Message
-			}
-			setCondition(p, v1alpha1.ConditionReady, false, reason, msg)
-			return
+	pub := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionPublished)
+	switch {
+	case pub == nil:
+		setCondition(p, v1alpha1.ConditionReady, false, "Unknown", v1alpha1.ConditionPublished+" is not known yet")
+	case pub.Status != metav1.ConditionTrue:
+		setCondition(p, v1alpha1.ConditionReady, false, pub.Reason, pub.Message)
+	default:
+		msg := "accepted and " + pub.Message
+		if s := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionScriptsLoaded); s == nil || s.Status != metav1.ConditionTrue {
+			msg += "; Redis is unavailable (see ScriptsLoaded): sidecars apply failure mode " +
+				string(failureMode(p)) + " until it is back"
 		}
+		setCondition(p, v1alpha1.ConditionReady, true, ReasonReady, msg)
 	}
-	setCondition(p, v1alpha1.ConditionReady, true, ReasonReady, "scripts loaded on every Redis primary and the policy is in its namespace's snapshot")
+	if pub != nil && pub.Status != metav1.ConditionTrue && stalledReasons[pub.Reason] {
+		setCondition(p, v1alpha1.ConditionStalled, true, pub.Reason, pub.Message)
+	} else {
+		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.ConditionStalled)
+	}
 }
 
-// readyTracker remembers the Ready condition this process last wrote for each policy: it
-// decides which reconciles are Ready transitions (one event each) and feeds the
-// ratelimit_policies{ready} gauge.
-type readyTracker struct {
+// failureMode is the policy's failure mode, FailOpen when unset (the CRD default).
+func failureMode(p *v1alpha1.RateLimitPolicy) v1alpha1.FailureMode {
+	if p.Spec.FailureMode == "" {
+		return v1alpha1.FailureModeFailOpen
+	}
+	return p.Spec.FailureMode
+}
+
+// conditionTracker remembers one condition this process last wrote for each policy: it
+// decides which reconciles are transitions (one event each) and, when gauge is set, counts
+// policies by the condition's status (the ratelimit_policies{ready} gauge for Ready).
+type conditionTracker struct {
+	gauge *prometheus.GaugeVec // nil: no gauge
+
 	mu   sync.Mutex
 	last map[types.NamespacedName]readyState
 }
@@ -62,10 +95,16 @@ type readyState struct {
 	reason string
 }
 
-// transition records now as the policy's Ready condition and reports whether it differs from
-// the previous one: the one this process recorded for the same object, else was (read from
-// the cache; nil for a policy never reconciled).
-func (t *readyTracker) transition(key types.NamespacedName, uid types.UID, was, now *metav1.Condition) bool {
+func (t *conditionTracker) add(status metav1.ConditionStatus, d float64) {
+	if t.gauge != nil {
+		t.gauge.WithLabelValues(string(status)).Add(d)
+	}
+}
+
+// transition records now as the policy's condition and reports whether it differs from the
+// previous one: the one this process recorded for the same object, else was (read from the
+// cache; nil for a policy never reconciled).
+func (t *conditionTracker) transition(key types.NamespacedName, uid types.UID, was, now *metav1.Condition) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.last == nil {
@@ -74,7 +113,7 @@ func (t *readyTracker) transition(key types.NamespacedName, uid types.UID, was, 
 	next := readyState{uid: uid, status: now.Status, reason: now.Reason}
 	prev, seen := t.last[key]
 	if seen && prev.uid != uid { // deleted and created again under the same name
-		policiesByReady.WithLabelValues(string(prev.status)).Dec()
+		t.add(prev.status, -1)
 		seen = false
 	}
 	if !seen && was != nil {
@@ -82,20 +121,20 @@ func (t *readyTracker) transition(key types.NamespacedName, uid types.UID, was, 
 	}
 	t.last[key] = next
 	if !seen {
-		policiesByReady.WithLabelValues(string(next.status)).Inc()
+		t.add(next.status, 1)
 	} else if prev.status != next.status {
-		policiesByReady.WithLabelValues(string(prev.status)).Dec()
-		policiesByReady.WithLabelValues(string(next.status)).Inc()
+		t.add(prev.status, -1)
+		t.add(next.status, 1)
 	}
 	return (!seen && was == nil) || prev.status != next.status || prev.reason != next.reason
 }
 
 // forget drops a policy that is gone.
-func (t *readyTracker) forget(key types.NamespacedName) {
+func (t *conditionTracker) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if prev, ok := t.last[key]; ok {
-		policiesByReady.WithLabelValues(string(prev.status)).Dec()
+		t.add(prev.status, -1)
 		delete(t.last, key)
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,30 +13,61 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 )
 
+// TestSetReady: Ready is "accepted and published" and ignores Redis; Stalled is there only
+// while the policy cannot be published without a change.
 func TestSetReady(t *testing.T) {
 	p := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
-	setReady(p)
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != "Unknown" {
-		t.Fatalf("nothing known: Ready %+v", c)
+	check := func(name string, status metav1.ConditionStatus, reason string, stalled bool) *metav1.Condition {
+		t.Helper()
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != 3 {
+			t.Fatalf("%s: Ready %+v, want %s/%s", name, c, status, reason)
+		}
+		s := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionStalled)
+		if stalled != (s != nil) || s != nil && (s.Status != metav1.ConditionTrue || s.Reason != reason || s.ObservedGeneration != 3) {
+			t.Fatalf("%s: Stalled %+v, want present %v", name, s, stalled)
+		}
+		return c
 	}
+	setReady(p)
+	check("nothing known", metav1.ConditionFalse, "Unknown", false)
+
 	setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "ok")
 	setCondition(p, v1alpha1.ConditionPublished, false, ReasonPending, "waiting")
 	setReady(p)
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonPending || c.Message != "waiting" {
-		t.Fatalf("pending: Ready %+v", c)
+	if c := check("pending", metav1.ConditionFalse, ReasonPending, false); c.Message != "waiting" {
+		t.Fatalf("pending: message %q", c.Message)
 	}
-	setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in")
+
+	setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot v1")
 	setReady(p)
-	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-	if c.Status != metav1.ConditionTrue || c.Reason != ReasonReady || c.ObservedGeneration != 3 {
-		t.Fatalf("all true: Ready %+v", c)
+	if c := check("published", metav1.ConditionTrue, ReasonReady, false); strings.Contains(c.Message, "Redis") {
+		t.Fatalf("published: message %q", c.Message)
 	}
+
+	// Redis away: still Ready, and the message says what the sidecars do.
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonRedisUnavailable, "dial tcp: refused")
+	setReady(p)
+	if c := check("redis down", metav1.ConditionTrue, ReasonReady, false); !strings.Contains(c.Message, "failure mode FailOpen") {
+		t.Fatalf("redis down: message %q", c.Message)
+	}
+
+	for _, reason := range []string{ReasonSnapshotTooLarge, ReasonInvalidPolicy} {
+		setCondition(p, v1alpha1.ConditionPublished, false, reason, "why")
+		setReady(p)
+		check(reason, metav1.ConditionFalse, reason, true)
+	}
+
+	// Fixed: Stalled goes away.
+	setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot v2")
+	setReady(p)
+	check("fixed", metav1.ConditionTrue, ReasonReady, false)
 }
 
 // TestReadyTracker: a transition is announced once, whatever the cache still shows, and the
 // ratelimit_policies{ready} gauge follows.
 func TestReadyTracker(t *testing.T) {
-	var tr readyTracker
+	tr := conditionTracker{gauge: policiesByReady}
 	gauge := func(s string) float64 { return metricValue(t, policiesByReady.WithLabelValues(s)) }
 	t0, f0 := gauge("True"), gauge("False")
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
@@ -68,7 +100,7 @@ func TestReadyTracker(t *testing.T) {
 		}
 	}
 	// A restarted controller reads Ready from the cache: no event when it is unchanged.
-	var fresh readyTracker
+	fresh := conditionTracker{gauge: policiesByReady}
 	other := types.NamespacedName{Namespace: "ns", Name: "q"}
 	if fresh.transition(other, "u3", ready, ready) {
 		t.Error("restart: unchanged Ready announced")
@@ -92,4 +124,22 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return c.GetValue()
 	}
 	return out.GetGauge().GetValue()
+}
+
+// TestTrackerWithoutGauge: the ScriptsLoaded tracker announces transitions and leaves the
+// ratelimit_policies{ready} gauge alone.
+func TestTrackerWithoutGauge(t *testing.T) {
+	var tr conditionTracker
+	gauge := func(s string) float64 { return metricValue(t, policiesByReady.WithLabelValues(s)) }
+	t0, f0 := gauge("True"), gauge("False")
+	key := types.NamespacedName{Namespace: "ns", Name: "s"}
+	loaded := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: ReasonScriptsLoaded}
+	down := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionFalse, Reason: ReasonRedisUnavailable}
+	if !tr.transition(key, "u", loaded, down) || tr.transition(key, "u", loaded, down) || !tr.transition(key, "u", down, loaded) {
+		t.Error("transitions not announced exactly once")
+	}
+	tr.forget(key)
+	if gauge("True") != t0 || gauge("False") != f0 {
+		t.Error("a tracker without a gauge moved ratelimit_policies")
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,20 +34,23 @@ const Finalizer = "policy.ratelimit.dev/snapshot"
 const RedisRetry = 5 * time.Second
 
 // PolicyReconciler turns a RateLimitPolicy into running state and reports it: compiled with
-// the webhook's own rules, scripts loaded on every primary, present in the namespace's
-// snapshot. Writing the snapshot is the SnapshotReconciler's job (coalesced per namespace).
+// the webhook's own rules, present in the namespace's snapshot (Published, and so Ready),
+// scripts loaded on every primary (ScriptsLoaded, which does not gate Ready). Writing the
+// snapshot is the SnapshotReconciler's job (coalesced per namespace).
 type PolicyReconciler struct {
 	client.Client
 	// Scripts keeps the Lua scripts loaded.
 	Scripts *ScriptLoader
 	// Snapshots publishes namespaces and says what is published.
 	Snapshots *SnapshotReconciler
-	// Recorder emits events on Ready transitions.
+	// Recorder emits events on Ready transitions, and on ScriptsLoaded turning
+	// RedisUnavailable and back.
 	Recorder events.EventRecorder
 	// Rules are the installation's validation settings (the key prefix), as the webhook's.
 	Rules policy.Rules
 
-	ready readyTracker
+	ready   conditionTracker // Ready; feeds ratelimit_policies{ready}
+	scripts conditionTracker // ScriptsLoaded
 }
 
 // +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=get;list;watch;update
@@ -57,7 +62,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	var p v1alpha1.RateLimitPolicy
 	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.ready.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -111,7 +116,7 @@ func (r *PolicyReconciler) setInvalid(ctx context.Context, p *v1alpha1.RateLimit
 	}
 	setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
 	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
-	setCondition(p, v1alpha1.ConditionReady, false, ReasonInvalidPolicy, msg)
+	setReady(p)
 }
 
 // setPublished reports whether the policy's compiled entry is in the published snapshot.
@@ -128,33 +133,54 @@ func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLim
 	}
 }
 
-// patchStatus writes the status if it changed, then emits an event when Ready flipped. The
-// event follows a successful write (a failed one is retried, and would announce twice) and
-// is compared with what this process last wrote, not only with the cached object, which may
-// not show that write yet.
+// patchStatus writes the status if it changed, then emits an event when Ready flipped, and
+// when ScriptsLoaded turned RedisUnavailable or came back from it (Ready does not follow
+// Redis, so this is the policy's only event about an outage). Events follow a successful
+// write (a failed one is retried, and would announce twice) and are compared with what this
+// process last wrote, not only with the cached object, which may not show that write yet.
 func (r *PolicyReconciler) patchStatus(ctx context.Context, before, p *v1alpha1.RateLimitPolicy) error {
 	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
 		if err := r.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
 			return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
 		}
 	}
-	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-	if now == nil {
-		return nil
+	key := client.ObjectKeyFromObject(p)
+	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionReady); ok && r.ready.transition(key, p.UID, was, now) {
+		r.event(p, now)
 	}
-	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
-	if r.ready.transition(client.ObjectKeyFromObject(p), p.UID, was, now) && r.Recorder != nil {
-		kind := corev1.EventTypeNormal
-		if problemReasons[now.Reason] {
-			kind = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(p, nil, kind, now.Reason, "Reconcile", "%s", now.Message)
+	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionScriptsLoaded); ok && r.scripts.transition(key, p.UID, was, now) &&
+		(now.Reason == ReasonRedisUnavailable || was != nil && was.Reason == ReasonRedisUnavailable) {
+		r.event(p, now)
 	}
 	return nil
 }
 
-// problemReasons are the Ready reasons worth a Warning event; the others (PublishPending,
-// seen by every new or changed policy for a moment) are Normal.
+// conditionPair is a condition before and after a reconcile; ok is false when it is not set.
+func conditionPair(before, p *v1alpha1.RateLimitPolicy, typ string) (was, now *metav1.Condition, ok bool) {
+	now = meta.FindStatusCondition(p.Status.Conditions, typ)
+	return meta.FindStatusCondition(before.Status.Conditions, typ), now, now != nil
+}
+
+// event reports a condition's new state on the policy.
+func (r *PolicyReconciler) event(p *v1alpha1.RateLimitPolicy, c *metav1.Condition) {
+	if r.Recorder == nil {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if problemReasons[c.Reason] {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(p, nil, kind, c.Reason, "Reconcile", "%s", c.Message)
+}
+
+// forget drops a policy that is gone from the trackers.
+func (r *PolicyReconciler) forget(key types.NamespacedName) {
+	r.ready.forget(key)
+	r.scripts.forget(key)
+}
+
+// problemReasons are the reasons worth a Warning event; the others (PublishPending, seen by
+// every new or changed policy for a moment, and the recoveries) are Normal.
 var problemReasons = map[string]bool{
 	ReasonInvalidPolicy: true, ReasonRedisUnavailable: true, ReasonSnapshotTooLarge: true,
 }
@@ -174,7 +200,7 @@ func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPo
 	if err := client.IgnoreNotFound(r.Update(ctx, p)); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err) // gone already: nothing left to do
 	}
-	r.ready.forget(client.ObjectKeyFromObject(p))
+	r.forget(client.ObjectKeyFromObject(p))
 	return nil
 }
 

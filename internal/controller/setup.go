@@ -39,7 +39,7 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
 	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
-		Recorder: recorder, Rules: cfg.Rules}
+		Recorder: recorder, Rules: cfg.Rules, ready: conditionTracker{gauge: policiesByReady}}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
 	}

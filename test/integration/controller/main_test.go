@@ -17,22 +17,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/operator"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -99,7 +91,7 @@ func suite(t testing.TB) *kube.Env {
 }
 
 func standaloneTopology(s *redistest.Server) redisconn.Topology {
-	return redisconn.Topology{Mode: redisconn.ModeStandalone, Addrs: []string{s.Addr()}}
+	return operator.StandaloneTopology(s.Addr())
 }
 
 // manager is one running controller-runtime manager with the operator's controllers.
@@ -164,28 +156,11 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 	return m, nil
 }
 
-// managerOptions are the options of every manager of this suite: the cache cmd/manager
-// sets up (ConfigMaps by field selector metadata.name=ratelimit-snapshot only), no
-// metrics, probes or webhooks; the cache restricted to namespaces when given.
+// managerOptions are the options of every manager of this suite (operator.ManagerOptions):
+// the cache cmd/manager sets up, no metrics, probes or webhooks; the cache restricted to
+// namespaces when given.
 func managerOptions(namespaces ...string) ctrl.Options {
-	opts := ctrl.Options{
-		Scheme: scheme.New(),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", snapshot.ConfigMapName)},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Tests start several managers in one process, one after another.
-		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
-		GracefulShutdownTimeout: ptr.To(10 * time.Second),
-	}
-	if len(namespaces) > 0 {
-		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	return opts
+	return operator.ManagerOptions(namespaces...)
 }
 
 // stop cancels the manager and waits for it to return; again, it does nothing.

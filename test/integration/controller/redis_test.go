@@ -2,11 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -53,9 +55,11 @@ func TestEveryClusterPrimary(t *testing.T) {
 	})
 }
 
-// TestRedisOutage: while Redis is down a new policy reports ScriptsLoaded=False
-// (RedisUnavailable) and is not Ready; when Redis is back both policies become Ready with
-// no one touching them, and the scripts are loaded into the restarted (empty) server.
+// TestRedisOutage: while Redis is down every policy reports ScriptsLoaded=False
+// (RedisUnavailable), with a Warning event, and stays Ready: it is published, and the
+// sidecars enforce it by its failure mode. A policy created during the outage is published
+// and Ready too. When Redis is back ScriptsLoaded turns True with no one touching the
+// policies, and the scripts are loaded into the restarted (empty) server.
 func TestRedisOutage(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
@@ -69,22 +73,47 @@ func TestRedisOutage(t *testing.T) {
 	standby.Kill()
 	// The loader notices within a resync period and every policy follows.
 	waitCondition(t, e, ns, "before", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
-	waitCondition(t, e, ns, "before", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
+	waitRedisNoted(t, e, ns, "before")
+	waitEvents(t, e, ns, "before", controller.ReasonRedisUnavailable, 1)
 
 	create(t, e, newPolicy(ns, "during", 10))
 	waitCondition(t, e, ns, "during", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
-	waitCondition(t, e, ns, "during", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
-	// Publishing does not need Redis.
+	// Publishing does not need Redis, and Ready is "published".
 	waitCondition(t, e, ns, "during", v1alpha1.ConditionPublished, metav1.ConditionTrue, controller.ReasonPublished)
+	waitRedisNoted(t, e, ns, "during")
 
 	standby.Restart(t)
 	start := time.Now()
-	waitReady(t, e, ns, "before")
-	waitReady(t, e, ns, "during")
-	t.Logf("Ready again %s after Redis restarted", time.Since(start).Round(time.Millisecond))
+	for _, name := range []string{"before", "during"} {
+		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, controller.ReasonScriptsLoaded)
+		if p := waitReady(t, e, ns, name); strings.Contains(meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message, "Redis") {
+			t.Errorf("%s: Ready message still speaks of Redis after it is back", name)
+		}
+	}
+	t.Logf("scripts loaded again %s after Redis restarted", time.Since(start).Round(time.Millisecond))
+	waitEvents(t, e, ns, "before", controller.ReasonScriptsLoaded, 1)
 	if err := scriptsLoaded(ctxFor(t), standby.Client()); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
+}
+
+// waitRedisNoted waits until the policy is Ready with a message naming the outage and its
+// failure mode.
+func waitRedisNoted(t *testing.T, e *kube.Env, ns, name string) {
+	t.Helper()
+	wait.Eventually(t, readyTimeout, name+" Ready, noting the outage", func() error {
+		p, err := getPolicy(e, ns, name)
+		if err != nil {
+			return err
+		}
+		if err := readyErr(p); err != nil {
+			return err
+		}
+		if msg := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "failure mode FailOpen") {
+			return fmt.Errorf("Ready message %q", msg)
+		}
+		return nil
+	})
 }
 
 // TestScriptFlush: SCRIPT FLUSH on the standalone server is repaired within a few resync
