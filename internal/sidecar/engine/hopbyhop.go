@@ -11,12 +11,12 @@ import (
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// ForwardedHeader is h as the upstream will receive it from a proxy: without the hop-by-hop
-// headers, nor those the Connection header names. The limiter must read this view (it is
-// HTTPRequest.Header): a header it read but the upstream never sees lets a client choose its
-// identity freely, or reuse one Idempotency-Key for requests the upstream cannot recognise as
-// retries. Every front that judges whole HTTP requests calls it. h itself is returned, not
-// copied, when it has none of them.
+// ForwardedHeader is h as an upstream receives it through a proxy: without the hop-by-hop
+// headers, nor those the Connection header names. Every front that judges whole HTTP
+// requests hands the engine this view (HTTPRequest.Header): a header the limiter read but
+// the upstream never sees lets a client choose its identity freely, or reuse one
+// Idempotency-Key for requests the upstream cannot recognise as retries. h itself is
+// returned, not copied, when it has none of them.
 func ForwardedHeader(h http.Header) http.Header {
 	var drop []string
 	for _, name := range hopByHop {
