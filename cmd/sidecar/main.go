@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
@@ -55,7 +56,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.snapshotWatch, "snapshot-watch", false,
 		"Watch the ratelimit-snapshot ConfigMap through the API server instead of a mounted file.")
 	fs.StringVar(&o.grpcAddr, "grpc-bind-address", "127.0.0.1:8081",
-		"Address of the Envoy RLS v3 gRPC front; empty disables it. Loopback by default: whoever reaches it can spend any caller's quota.")
+		"Address of the gRPC fronts, Envoy RLS v3 and Envoy ext_authz v3, on one port; empty disables them. Loopback by default: whoever reaches it can spend any caller's quota.")
 	fs.StringVar(&o.httpAddr, "http-bind-address", "127.0.0.1:8080",
 		"Address of the HTTP check API (POST /v1/check); empty disables it. Loopback by default: whoever reaches it can spend any caller's quota.")
 	fs.StringVar(&o.proxyAddr, "proxy-bind-address", ":8000", "Address of the reverse proxy; used only with --upstream.")
@@ -139,7 +140,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	a := app.New(o.config(log))
 	fronts := []app.Front{
 		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
-		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")))},
+		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")), extauthz.New(a.Engine, log.WithName("extauthz")))},
 	}
 	if upstream != nil {
 		fronts = append(fronts, app.Front{Name: proxy.FrontName, Addr: o.proxyAddr,

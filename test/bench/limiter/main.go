@@ -2,7 +2,8 @@
 // redis-server, in one run, and prints one markdown table: Redis µs per call (INFO
 // commandstats) against a straightforward HMGET+HMSET+PEXPIRE token bucket (the baseline
 // fixture), the redis-benchmark -P 16 EVALSHA ceiling, decisions/s and p50/p99 of the Go
-// limiter (pipelined) and of the sidecar's Envoy RLS gRPC front (test/bench/internal/rls),
+// limiter (pipelined) and of the sidecar's two gRPC fronts, Envoy RLS and Envoy ext_authz, on
+// the same policies (test/bench/internal/rls),
 // Redis bytes per identity (MEMORY USAGE), and over-admission under 64-way concurrency.
 // Below it: the targets met or missed, the controller's bulk apply (BenchmarkBulkApply in
 // test/integration/controller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
@@ -64,13 +65,13 @@ func main() {
 	c := defaultConfig()
 	flag.DurationVar(&c.duration, "duration", c.duration, "length of one throughput run (each cell is the median of -reps runs)")
 	flag.IntVar(&c.reps, "reps", c.reps, "runs per cell; the table shows the median")
-	flag.IntVar(&c.callers, "callers", c.callers, "concurrent callers of the limiter and of the gRPC front")
+	flag.IntVar(&c.callers, "callers", c.callers, "concurrent callers of the limiter and of each gRPC front (RLS, ext_authz)")
 	flag.IntVar(&c.wideCallers, "limiter-callers", c.wideCallers,
 		"concurrent callers of the limiter's second run, nearer the ceiling's 50x16 = 800 calls in flight; 0 skips it")
 	flag.IntVar(&c.identities, "identities", c.identities, "distinct identities the callers pick from at random")
 	flag.IntVar(&c.benchCalls, "redis-benchmark-calls", c.benchCalls, "calls per redis-benchmark run")
 	flag.IntVar(&c.workers, "pipeline-workers", c.workers, "limiter pipelines in flight (limiter.Options.Workers; 0: its default)")
-	flag.StringVar(&c.client, "grpc-client", c.client, "load client of the gRPC front: lean (test/bench/internal/h2grpc, standing in for Envoy) or grpc-go")
+	flag.StringVar(&c.client, "grpc-client", c.client, "load client of the gRPC fronts: lean (test/bench/internal/h2grpc, standing in for Envoy) or grpc-go")
 	flag.IntVar(&c.conns, "conns", c.conns, "gRPC client connections the callers share")
 	flag.IntVar(&c.streamWorkers, "stream-workers", c.streamWorkers, "gRPC server stream workers (0: a goroutine per call)")
 	flag.IntVar(&c.overLimit, "overadmit-limit", c.overLimit, "L: the limit hammered in the over-admission check (no refill during the check)")

@@ -50,7 +50,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	report := out.String()
 	for _, want := range []string{"| TokenBucket ", "| SlidingWindow ", "| FixedWindow ", "| GCRA ", "| baseline (HMGET+HMSET+PEXPIRE) ",
-		"### Targets", "Not run (-controller=false)", "### Redis Cluster", "redis-server 7."} {
+		"ext_authz gRPC /s", "### Targets", "Not run (-controller=false)", "### Redis Cluster", "redis-server 7."} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
@@ -104,10 +104,10 @@ func checkRow(t *testing.T, c config, r *row) {
 // checkRuns wants every throughput run of r to have been decided by Redis.
 func checkRuns(t *testing.T, r *row) {
 	t.Helper()
-	if len(r.direct) == 0 || len(r.wide) != len(r.direct) || len(r.grpc) == 0 {
-		t.Errorf("%s: %d + %d limiter runs, %d gRPC runs", r.name, len(r.direct), len(r.wide), len(r.grpc))
+	if len(r.direct) == 0 || len(r.wide) != len(r.direct) || len(r.grpc) == 0 || len(r.extauthz) != len(r.grpc) {
+		t.Errorf("%s: %d + %d limiter runs, %d RLS and %d ext_authz gRPC runs", r.name, len(r.direct), len(r.wide), len(r.grpc), len(r.extauthz))
 	}
-	for _, s := range slices.Concat(r.direct, r.wide, r.grpc) {
+	for _, s := range slices.Concat(r.direct, r.wide, r.grpc, r.extauthz) {
 		if s.Calls == 0 || s.Admitted == 0 || s.Fallbacks != 0 || s.P99 < s.P50 || s.Batch < 1 {
 			t.Errorf("%s: %+v, want every call decided by Redis", r.name, s)
 		}

@@ -104,18 +104,20 @@ func mainTable(c config, rows []*row) *table {
 	t := newTable("script", "Redis µs/call", "vs baseline", "ceiling /s (redis-benchmark -P16)",
 		fmt.Sprintf("limiter /s (pipelined, %d callers)", c.callers), "of ceiling", "p50", "p99",
 		fmt.Sprintf("limiter /s (%d callers)", c.wideCallers), "of ceiling", "p99",
-		fmt.Sprintf("gRPC /s (%d callers)", c.callers), "of ceiling", "p50", "p99",
+		fmt.Sprintf("RLS gRPC /s (%d callers)", c.callers), "of ceiling", "p50", "p99",
+		fmt.Sprintf("ext_authz gRPC /s (%d callers)", c.callers), "of ceiling", "p50", "p99",
 		"B/id (49-char key)", "B/id (31-char key)", "over-admission")
 	t.left[0] = true
 	base := rows[0].ceiling().UsecCall
 	for _, r := range rows {
 		ceil := r.ceiling()
-		direct, wide, grpc := load.Median(r.direct), load.Median(r.wide), load.Median(r.grpc)
+		direct, wide, grpc, authz := load.Median(r.direct), load.Median(r.wide), load.Median(r.grpc), load.Median(r.extauthz)
 		t.add(r.name, fmt.Sprintf("%.2f", ceil.UsecCall), fmt.Sprintf("%.2f×", ceil.UsecCall/base),
 			fmt.Sprintf("%.0f", ceil.PerSec),
 			rate(direct), share(direct.PerSec, ceil.PerSec), dur(direct.P50), dur(direct.P99),
 			rate(wide), share(wide.PerSec, ceil.PerSec), dur(wide.P99),
 			rate(grpc), share(grpc.PerSec, ceil.PerSec), dur(grpc.P50), dur(grpc.P99),
+			rate(authz), share(authz.PerSec, ceil.PerSec), dur(authz.P50), dur(authz.P99),
 			fmt.Sprintf("%.0f", r.bytesLong), fmt.Sprintf("%.0f", r.bytesShort), overCell(r.over))
 	}
 	return t
@@ -124,7 +126,7 @@ func mainTable(c config, rows []*row) *table {
 func printNotes(p func(string, ...any), c config, rows []*row) {
 	var runs []load.Stats
 	for _, r := range rows {
-		runs = append(append(runs, r.direct...), r.grpc...)
+		runs = slices.Concat(runs, r.direct, r.grpc, r.extauthz)
 	}
 	if other := otherLoad(runs); other != "" {
 		p("Other processes on the machine used %s of its CPU time during the limiter and gRPC runs "+
@@ -139,7 +141,7 @@ func printNotes(p func(string, ...any), c config, rows []*row) {
 	}
 	for _, r := range rows {
 		var fallbacks, denied int
-		for _, s := range append(append([]load.Stats(nil), r.direct...), r.grpc...) {
+		for _, s := range slices.Concat(r.direct, r.grpc, r.extauthz) {
 			fallbacks, denied = fallbacks+s.Fallbacks, denied+s.Denied
 		}
 		if fallbacks > 0 || denied > 0 {

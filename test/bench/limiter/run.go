@@ -41,7 +41,8 @@ type row struct {
 	ceilings []benchredis.Ceiling
 	direct   []load.Stats // Go limiter, pipelined, config.callers
 	wide     []load.Stats // the same with config.wideCallers
-	grpc     []load.Stats // sidecar gRPC front, pipelined
+	grpc     []load.Stats // sidecar's RLS gRPC front, pipelined
+	extauthz []load.Stats // sidecar's ext_authz gRPC front, pipelined, same policy
 	// bytesLong and bytesShort are Redis bytes per identity with the default layout, for a
 	// 49-character key ({rl:default/api-per-key:user-00001234}:per-second) and a 31-character
 	// one ({rl:shop/api:user-00001234}:rps).
@@ -166,15 +167,24 @@ func measureRun(ctx context.Context, c config, rdb *redis.Client, port int, stor
 		r.wide = append(r.wide, wide)
 		progress("  limiter, %d callers: %s", c.wideCallers, cpuLine(wide))
 	}
-	var grpc load.Stats
-	pprof.Do(ctx, pprof.Labels("part", "grpc"), func(ctx context.Context) {
-		grpc, err = measureGRPC(ctx, c, rdb, store, r.route)
-	})
-	if err != nil {
-		return fmt.Errorf("gRPC front: %w", err)
+	for _, f := range []struct {
+		name  string
+		runs  *[]load.Stats
+		calls func(*rls.Sidecar) load.Caller
+	}{
+		{"RLS", &r.grpc, func(s *rls.Sidecar) load.Caller { return s.Caller(rls.Requests(r.route, c.identities)) }},
+		{"ext_authz", &r.extauthz, func(s *rls.Sidecar) load.Caller { return s.CheckCaller(rls.CheckRequests(r.route, c.identities)) }},
+	} {
+		var st load.Stats
+		pprof.Do(ctx, pprof.Labels("part", "grpc", "front", f.name), func(ctx context.Context) {
+			st, err = measureGRPC(ctx, c, rdb, store, f.calls)
+		})
+		if err != nil {
+			return fmt.Errorf("%s gRPC front: %w", f.name, err)
+		}
+		*f.runs = append(*f.runs, st)
+		progress("  %s gRPC, %d callers: %s", f.name, c.callers, cpuLine(st))
 	}
-	r.grpc = append(r.grpc, grpc)
-	progress("  gRPC, %d callers: %s", c.callers, cpuLine(grpc))
 	return nil
 }
 
@@ -239,8 +249,9 @@ func redisCPU(rdb redis.UniversalClient) func(context.Context) (time.Duration, e
 	}
 }
 
-// measureGRPC drives the sidecar's gRPC front (pipelining on) on route.
-func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *engine.Store, route string) (load.Stats, error) {
+// measureGRPC drives one of the sidecar's gRPC fronts (pipelining on) with the caller calls
+// builds on the sidecar.
+func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *engine.Store, calls func(*rls.Sidecar) load.Caller) (load.Stats, error) {
 	if err := flushAll(ctx, rdb); err != nil {
 		return load.Stats{}, err
 	}
@@ -250,7 +261,7 @@ func measureGRPC(ctx context.Context, c config, rdb *redis.Client, store *engine
 		return load.Stats{}, err
 	}
 	defer s.Stop()
-	call := s.Caller(rls.Requests(route, c.identities))
+	call := calls(s)
 	if _, err := load.Drive(ctx, c.callers, warmup(c), call); err != nil {
 		return load.Stats{}, err
 	}

@@ -1,9 +1,10 @@
-// Package rls drives the sidecar's Envoy RLS v3 gRPC front (internal/sidecar/envoyrls.Service) in
-// this process: it compiles RateLimitPolicies into a snapshot as the controller does, loads it
-// into a sidecar Store, serves the envoyrls.Service on a loopback gRPC listener with a limiter on
-// a given Redis client, and sends ShouldRateLimit calls over real HTTP/2 connections: from the
-// lean client of test/bench/internal/h2grpc (the default, standing in for Envoy) or from
-// grpc-go's generated client.
+// Package rls drives the sidecar's gRPC fronts, Envoy RLS v3 (internal/sidecar/envoyrls) and
+// Envoy ext_authz v3 (internal/sidecar/extauthz), in this process: it compiles
+// RateLimitPolicies into a snapshot as the controller does, loads it into a sidecar Store,
+// serves both fronts on one loopback gRPC listener (as the sidecar does) with a limiter on a
+// given Redis client, and sends ShouldRateLimit or Check calls over real HTTP/2 connections:
+// from the lean client of test/bench/internal/h2grpc (the default, standing in for Envoy) or
+// from grpc-go's generated clients. One driver serves both fronts (rpc).
 //
 // Used by test/bench/limiter (one policy per algorithm, one table) and test/bench/sidecar
 // (the front in depth: pipelining on and off, CPU per decision, the deny-cache phase).
@@ -12,19 +13,18 @@ package rls
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"runtime/debug"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -33,6 +33,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/h2grpc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
@@ -45,10 +46,15 @@ const (
 	Domain = "edge"
 	// UserKey is the descriptor entry that carries the caller's identity.
 	UserKey = "user"
+	// UserHeader is the request header that carries the caller's identity on ext_authz.
+	UserHeader = "X-User"
+	// Host is the host of every ext_authz request.
+	Host = "bench.example"
 )
 
-// Policy is one bench policy: FailOpen, Descriptor identity (entry UserKey), matching
-// descriptors of Domain that carry route=Route.
+// Policy is one bench policy: FailOpen, matching descriptors of Domain that carry
+// route=Route (identity: entry UserKey) and HTTP requests under the path Route (identity:
+// header UserHeader), so both gRPC fronts are measured on the same policies.
 type Policy struct {
 	Name      string
 	Route     string
@@ -63,9 +69,11 @@ func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: p.Name},
 		Spec: v1alpha1.RateLimitPolicySpec{
 			Match: v1alpha1.Match{Envoy: &v1alpha1.EnvoyMatch{Domain: Domain,
-				Descriptors: []v1alpha1.DescriptorMatch{{Key: "route", Value: p.Route}}}},
+				Descriptors: []v1alpha1.DescriptorMatch{{Key: "route", Value: p.Route}}},
+				HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{p.Route}}}},
 			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
 				{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: UserKey}},
+				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: UserHeader}},
 			}, OnMissing: v1alpha1.MissingIdentityShared},
 			Algorithm:   p.Algorithm,
 			Limits:      []v1alpha1.Limit{{Name: "rate", Requests: p.Requests, Period: metav1.Duration{Duration: p.Period}}},
@@ -115,7 +123,7 @@ type Client string
 const (
 	// Lean is test/bench/internal/h2grpc: requests encoded once, one reader per connection.
 	Lean Client = "lean"
-	// GRPCGo is grpc-go's generated RateLimitServiceClient.
+	// GRPCGo is grpc-go's generated clients.
 	GRPCGo Client = "grpc-go"
 )
 
@@ -129,19 +137,18 @@ type Config struct {
 	StreamWorkers int
 }
 
-// Sidecar is an envoyrls.Service on a loopback gRPC listener, with its clients.
+// Sidecar is the RLS and ext_authz services on one loopback gRPC listener, with its clients.
 type Sidecar struct {
 	gcPrev  int // the GC target before Start, restored by Stop
 	limiter *limiter.Limiter
 	grpc    *grpc.Server
 	addr    string
-	conns   []*grpc.ClientConn
-	clients []rlsv3.RateLimitServiceClient
+	conns   []*grpc.ClientConn // grpc-go's
 	lean    []*h2grpc.Conn
 }
 
-// Start serves store's snapshot through an envoyrls.Service whose limiter (built with opts) asks
-// rdb. Stop it when done; rdb stays the caller's.
+// Start serves store's snapshot through an envoyrls.Service and an extauthz.Service whose
+// limiter (built with opts) asks rdb. Stop it when done; rdb stays the caller's.
 func Start(c Config, rdb redis.UniversalClient, store *engine.Store, opts limiter.Options) (*Sidecar, error) {
 	lim, err := limiter.New(rdb, opts)
 	if err != nil {
@@ -161,7 +168,8 @@ func Start(c Config, rdb redis.UniversalClient, store *engine.Store, opts limite
 	s := &Sidecar{limiter: lim, grpc: grpc.NewServer(sopts...), gcPrev: app.SetGCPercent(app.DefaultGCPercent)}
 	eng := &engine.Engine{Store: store, Metrics: engine.NewMetrics(prometheus.NewRegistry())}
 	eng.SetLimiter(lim)
-	(&envoyrls.Service{Engine: eng, Log: logr.Discard()}).Register(s.grpc)
+	envoyrls.New(eng, logr.Discard()).Register(s.grpc)
+	extauthz.New(eng, logr.Discard()).Register(s.grpc)
 	go func() { _ = s.grpc.Serve(lis) }()
 	s.addr = lis.Addr().String()
 	if err := s.dial(c); err != nil {
@@ -179,7 +187,6 @@ func (s *Sidecar) dial(c Config) error {
 				return fmt.Errorf("dial: %w", err)
 			}
 			s.conns = append(s.conns, conn)
-			s.clients = append(s.clients, rlsv3.NewRateLimitServiceClient(conn))
 			continue
 		}
 		conn, err := h2grpc.Dial(s.addr)
@@ -207,74 +214,19 @@ func (s *Sidecar) Stop() {
 	debug.SetGCPercent(s.gcPrev)
 }
 
-// shouldRateLimit is the method's HTTP/2 path.
-const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-
-// Call sends req as caller g (callers are spread over the connections).
+// Call sends req to the RLS front as caller g (callers are spread over the connections).
 func (s *Sidecar) Call(ctx context.Context, g int, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if len(s.lean) > 0 {
-		enc, err := s.encode(req)
-		if err != nil {
-			return nil, err
-		}
-		return s.callLean(g, enc)
-	}
-	resp, err := s.clients[g%len(s.clients)].ShouldRateLimit(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("ShouldRateLimit: %w", err)
-	}
-	return resp, nil
+	return call(ctx, s, rlsRPC, g, req)
 }
 
-func (s *Sidecar) encode(req *rlsv3.RateLimitRequest) (h2grpc.Request, error) {
-	msg, err := proto.Marshal(req)
-	if err != nil {
-		return h2grpc.Request{}, fmt.Errorf("marshal: %w", err)
-	}
-	return h2grpc.Encode(s.addr, shouldRateLimit, msg), nil
-}
+// Caller is a load.Caller sending, for each call, one of reqs picked at random to the RLS
+// front.
+func (s *Sidecar) Caller(reqs []*rlsv3.RateLimitRequest) load.Caller { return caller(s, rlsRPC, reqs) }
 
-func (s *Sidecar) callLean(g int, req h2grpc.Request) (*rlsv3.RateLimitResponse, error) {
-	r, err := s.lean[g%len(s.lean)].Call(req)
-	if err != nil {
-		return nil, fmt.Errorf("ShouldRateLimit: %w", err)
-	}
-	if r.Status != 0 {
-		return nil, fmt.Errorf("ShouldRateLimit: grpc-status %d", r.Status)
-	}
-	resp := &rlsv3.RateLimitResponse{}
-	if err := proto.Unmarshal(r.Message, resp); err != nil {
-		return nil, fmt.Errorf("ShouldRateLimit: response: %w", err)
-	}
-	return resp, nil
-}
-
-// Caller is a load.Caller sending, for each call, one of reqs picked at random. For the lean
-// client the requests are encoded here, once.
-func (s *Sidecar) Caller(reqs []*rlsv3.RateLimitRequest) load.Caller {
-	if len(s.lean) == 0 {
-		return func(ctx context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
-			return outcomeOf(s.Call(ctx, g, reqs[rng.IntN(len(reqs))]))
-		}
-	}
-	enc := make([]h2grpc.Request, len(reqs))
-	for i, r := range reqs {
-		e, err := s.encode(r)
-		if err != nil {
-			return func(context.Context, int, *rand.Rand) (load.Outcome, error) { return load.Fallback, err }
-		}
-		enc[i] = e
-	}
-	return func(_ context.Context, g int, rng *rand.Rand) (load.Outcome, error) {
-		return outcomeOf(s.callLean(g, enc[rng.IntN(len(enc))]))
-	}
-}
-
-func outcomeOf(resp *rlsv3.RateLimitResponse, err error) (load.Outcome, error) {
-	if err != nil {
-		return load.Fallback, err
-	}
-	return Outcome(resp), nil
+// CheckCaller is a load.Caller sending, for each call, one of reqs picked at random to the
+// ext_authz front.
+func (s *Sidecar) CheckCaller(reqs []*authv3.CheckRequest) load.Caller {
+	return caller(s, authzRPC, reqs)
 }
 
 // Request is a ShouldRateLimit request for one identity on route.

@@ -1,0 +1,80 @@
+package extauthz
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+)
+
+// FrontName names the Envoy ext_authz front in metrics and logs.
+const FrontName = "extauthz"
+
+// Service is the Envoy ext_authz v3 Authorization service: it answers Check calls from the
+// Engine, as the package documentation describes. Safe for concurrent use.
+type Service struct {
+	// Engine decides every request.
+	Engine *engine.Engine
+	// Log receives denials at V(1). Identities and headers are never logged.
+	Log logr.Logger
+}
+
+var _ authv3.AuthorizationServer = (*Service)(nil)
+
+// New is the ext_authz service over e, which logs its denials to log; grpcserver.New serves it.
+func New(e *engine.Engine, log logr.Logger) *Service {
+	return &Service{Engine: e, Log: log}
+}
+
+// Register adds the ext_authz v3 Authorization service to g.
+func (s *Service) Register(g *grpc.Server) {
+	authv3.RegisterAuthorizationServer(g, s)
+}
+
+// Check judges the HTTP request req describes. Its error is a gRPC status: InvalidArgument
+// for a CheckRequest without an HTTP request, Unavailable before the first snapshot; every
+// decision, a refused request included, is a CheckResponse.
+func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	h := req.GetAttributes().GetRequest().GetHttp()
+	if h == nil {
+		return nil, status.Error(codes.InvalidArgument, "attributes.request.http is missing: only HTTP requests are judged")
+	}
+	r, err := httpRequest(h, req.GetAttributes().GetSource())
+	if err != nil {
+		return badRequest(err), nil
+	}
+	outs, err := s.Engine.DecideHTTP(ctx, FrontName, r)
+	switch {
+	case errors.Is(err, engine.ErrNoSnapshot):
+		return nil, status.Error(codes.Unavailable, err.Error())
+	case err != nil:
+		return badRequest(err), nil
+	}
+	s.logOutcomes(outs)
+	return decision(outs), nil
+}
+
+// logOutcomes logs, at V(1), every denial and every denial a shadow policy let through. The
+// identity is not logged: it is often a credential such as an API key.
+func (s *Service) logOutcomes(outs []engine.Outcome) {
+	log := s.Log.V(1)
+	if !log.Enabled() {
+		return
+	}
+	for i := range outs {
+		o := &outs[i]
+		if o.Allowed && !o.Shadowed {
+			continue
+		}
+		d := &o.Decision
+		log.Info("rate limit denied", "front", FrontName, "policy", o.Rule.Name(), "result", o.Result(),
+			"limit", d.DeniedBy, "source", string(d.Source), "retryAfter", d.RetryAfter.Round(time.Millisecond))
+	}
+}
