@@ -86,6 +86,11 @@ func (g *Engine) Decide(ctx context.Context, front string, r *Rule, c Check) Out
 	if t := tracing.Tracer(); t != nil {
 		return g.decideTraced(ctx, t, front, r, c)
 	}
+	return g.decideMetered(ctx, front, r, c)
+}
+
+// decideMetered is Decide without tracing: the decision and its metrics.
+func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Check) Outcome {
 	start := time.Now()
 	o := g.decide(ctx, r, c)
 	g.Metrics.decided(front, &o, time.Since(start))
