@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
@@ -13,7 +12,7 @@ import (
 // never stops the sidecar from serving.
 func (a *App) startTracing(ctx context.Context) (flush func()) {
 	log := a.cfg.Log.WithName("tracing")
-	shutdown, err := tracing.Setup(ctx, os.Getenv, log)
+	shutdown, err := tracing.Setup(ctx, log)
 	if err != nil {
 		log.Error(err, "tracing stays off")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -80,16 +81,16 @@ func Decide(getenv func(string) string) (bool, error) {
 	return true, nil
 }
 
-// Setup turns tracing on when the environment (getenv) asks for it (Decide): the SDK with a
+// Setup turns tracing on when the process environment asks for it (Decide): the SDK with a
 // batching OTLP/HTTP exporter configured by the OTEL_* variables, the resource from
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (service.name defaults to
 // DefaultServiceName), the sampler from OTEL_TRACES_SAMPLER (parentbased_always_on by
 // default). The returned shutdown flushes the spans not yet exported and turns tracing off;
 // it is a no-op when tracing stayed off. An error leaves tracing off: the caller logs it and
 // serves on.
-func Setup(ctx context.Context, getenv func(string) string, log logr.Logger) (shutdown func(context.Context) error, err error) {
+func Setup(ctx context.Context, log logr.Logger) (shutdown func(context.Context) error, err error) {
 	noShutdown := func(context.Context) error { return nil }
-	on, err := Decide(getenv)
+	on, err := Decide(os.Getenv) // the SDK and the exporter read the same environment
 	if err != nil || !on {
 		return noShutdown, err
 	}

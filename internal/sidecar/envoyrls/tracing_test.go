@@ -1,0 +1,73 @@
+package envoyrls_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+)
+
+// TestEnvoyTracing: a call whose gRPC metadata carries a traceparent (as Envoy sends it when
+// it traces) gets a ratelimit.envoy server span in that trace, a decide span per policy and
+// an EVALSHA span; the descriptor values (the identity among them) appear in no span.
+func TestEnvoyTracing(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(tracing.Use(tp))
+	h := envoyStart(t, limiter.Options{}, sidecartest.EnvoyPolicy("rls", "/orders", 1, time.Minute))
+	const traceID, parentID, identity = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7", "bob-secret-user-id"
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+traceID+"-"+parentID+"-01")
+	for i, want := range []rlsv3.RateLimitResponse_Code{codeOK, overLimit} {
+		resp, err := h.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: envoyDomain,
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{envoyDesc("route", "/orders", "user", identity)}})
+		if err != nil || resp.GetOverallCode() != want {
+			t.Fatalf("call %d: %v %v, want %v", i, resp.GetOverallCode(), err, want)
+		}
+	}
+	var front []tracetest.SpanStub
+	byParent := map[trace.SpanID][]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if s.Name == "ratelimit.envoy" {
+			front = append(front, s)
+		}
+		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.Emit(), identity) {
+				t.Errorf("span %s attribute %s holds the identity", s.Name, kv.Key)
+			}
+		}
+	}
+	if len(front) != 2 {
+		t.Fatalf("%d ratelimit.envoy spans, want 2", len(front))
+	}
+	for i, f := range front {
+		if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != traceID || f.Parent.SpanID().String() != parentID {
+			t.Errorf("call %d: front span kind %v trace %s parent %s", i, f.SpanKind, f.SpanContext.TraceID(), f.Parent.SpanID())
+		}
+		decide := byParent[f.SpanContext.SpanID()]
+		if len(decide) != 1 || decide[0].Name != tracing.SpanDecide {
+			t.Fatalf("call %d: children of the front span %v", i, decide)
+		}
+		redis := byParent[decide[0].SpanContext.SpanID()]
+		if len(redis) != 1 || redis[0].Name != tracing.SpanRedis {
+			t.Errorf("call %d: children of the decide span %v", i, redis)
+		}
+	}
+	for i, want := range []string{"allowed", "denied"} {
+		for _, kv := range front[i].Attributes {
+			if kv.Key == tracing.AttrResult && kv.Value.AsString() != want {
+				t.Errorf("call %d: front result %s, want %s", i, kv.Value.AsString(), want)
+			}
+		}
+	}
+}
