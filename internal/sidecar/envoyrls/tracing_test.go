@@ -7,6 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -34,40 +35,53 @@ func TestEnvoyTracing(t *testing.T) {
 			t.Fatalf("call %d: %v %v, want %v", i, resp.GetOverallCode(), err, want)
 		}
 	}
-	var front []tracetest.SpanStub
-	byParent := map[trace.SpanID][]tracetest.SpanStub{}
-	for _, s := range exp.GetSpans() {
-		if s.Name == "ratelimit.envoy" {
-			front = append(front, s)
-		}
-		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
-		for _, kv := range s.Attributes {
-			if strings.Contains(kv.Value.Emit(), identity) {
-				t.Errorf("span %s attribute %s holds the identity", s.Name, kv.Key)
-			}
-		}
-	}
+	front, byParent := envoySpans(t, exp.GetSpans(), identity)
 	if len(front) != 2 {
 		t.Fatalf("%d ratelimit.envoy spans, want 2", len(front))
 	}
-	for i, f := range front {
+	for i, want := range []string{"allowed", "denied"} {
+		f := front[i]
 		if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != traceID || f.Parent.SpanID().String() != parentID {
 			t.Errorf("call %d: front span kind %v trace %s parent %s", i, f.SpanKind, f.SpanContext.TraceID(), f.Parent.SpanID())
+		}
+		if got := attrOf(f, tracing.AttrResult); got != want {
+			t.Errorf("call %d: front result %s, want %s", i, got, want)
 		}
 		decide := byParent[f.SpanContext.SpanID()]
 		if len(decide) != 1 || decide[0].Name != tracing.SpanDecide {
 			t.Fatalf("call %d: children of the front span %v", i, decide)
 		}
-		redis := byParent[decide[0].SpanContext.SpanID()]
-		if len(redis) != 1 || redis[0].Name != tracing.SpanRedis {
+		if redis := byParent[decide[0].SpanContext.SpanID()]; len(redis) != 1 || redis[0].Name != tracing.SpanRedis {
 			t.Errorf("call %d: children of the decide span %v", i, redis)
 		}
 	}
-	for i, want := range []string{"allowed", "denied"} {
-		for _, kv := range front[i].Attributes {
-			if kv.Key == tracing.AttrResult && kv.Value.AsString() != want {
-				t.Errorf("call %d: front result %s, want %s", i, kv.Value.AsString(), want)
+}
+
+// envoySpans are the ratelimit.envoy spans of stubs and every span by its parent; it fails
+// the test when an attribute holds the identity.
+func envoySpans(t *testing.T, stubs tracetest.SpanStubs, identity string) ([]tracetest.SpanStub, map[trace.SpanID][]tracetest.SpanStub) {
+	t.Helper()
+	var front []tracetest.SpanStub
+	byParent := map[trace.SpanID][]tracetest.SpanStub{}
+	for _, s := range stubs {
+		if s.Name == "ratelimit.envoy" {
+			front = append(front, s)
+		}
+		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.String(), identity) {
+				t.Errorf("span %s attribute %s holds the identity", s.Name, kv.Key)
 			}
 		}
 	}
+	return front, byParent
+}
+
+func attrOf(s tracetest.SpanStub, key attribute.Key) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
 }

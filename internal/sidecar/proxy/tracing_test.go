@@ -113,7 +113,7 @@ func names(stubs tracetest.SpanStubs) []string {
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -127,15 +127,15 @@ func checkNoSecrets(t *testing.T, stubs tracetest.SpanStubs) {
 	for _, s := range stubs {
 		var values []string
 		for _, kv := range s.Attributes {
-			values = append(values, string(kv.Key)+"="+kv.Value.Emit())
+			values = append(values, string(kv.Key)+"="+kv.Value.String())
 		}
 		for _, kv := range s.Resource.Attributes() {
-			values = append(values, kv.Value.Emit())
+			values = append(values, kv.Value.String())
 		}
 		for _, e := range s.Events {
 			values = append(values, e.Name)
 			for _, kv := range e.Attributes {
-				values = append(values, kv.Value.Emit())
+				values = append(values, kv.Value.String())
 			}
 		}
 		values = append(values, s.Name, s.Status.Description)
@@ -164,8 +164,16 @@ func TestProxyTracing(t *testing.T) {
 		}
 	}
 	reqs := collect(t, exp, len(statuses))
+	checkAdmitted(t, reqs[0])
+	checkUpstreamParent(t, p, reqs[1])
+	checkDenied(t, reqs[2], reqs[3])
+	checkNoSecrets(t, exp.GetSpans())
+}
 
-	first := reqs[0]
+// checkAdmitted checks an admitted request's spans: a server span continuing the caller's
+// trace, one decide span and one EVALSHA span inside it.
+func checkAdmitted(t *testing.T, first requestSpans) {
+	t.Helper()
 	f := first.front
 	if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != callerTraceID ||
 		f.Parent.SpanID().String() != callerSpanID || !f.Parent.IsRemote() {
@@ -181,7 +189,12 @@ func TestProxyTracing(t *testing.T) {
 	if len(first.decide) != 1 || len(first.redis) != 1 {
 		t.Fatalf("first request: %d decide spans and %d Redis spans, want 1 and 1", len(first.decide), len(first.redis))
 	}
-	d, r := first.decide[0], first.redis[0]
+	checkDecideRedis(t, first.decide[0], first.redis[0])
+}
+
+// checkDecideRedis checks an admitted decision's span and its Redis span.
+func checkDecideRedis(t *testing.T, d, r tracetest.SpanStub) {
+	t.Helper()
 	for k, want := range map[attribute.Key]string{tracing.AttrPolicy: "orders", tracing.AttrResult: "allowed",
 		tracing.AttrSource: "Redis", tracing.AttrLimit: "per-minute", tracing.AttrFront: "proxy", tracing.AttrCost: "1"} {
 		if got := attr(d, k); got != want {
@@ -195,19 +208,26 @@ func TestProxyTracing(t *testing.T) {
 	if r.StartTime.Before(d.StartTime) || r.EndTime.After(d.EndTime) {
 		t.Errorf("Redis span [%v, %v] outside its decide span [%v, %v]", r.StartTime, r.EndTime, d.StartTime, d.EndTime)
 	}
+}
 
-	// the upstream saw the proxy span as its parent, in the caller's trace
+// checkUpstreamParent: the upstream saw the proxy span of req as its parent, in the
+// caller's trace, with the caller's tracestate.
+func checkUpstreamParent(t *testing.T, p *proxyRig, req requestSpans) {
+	t.Helper()
 	last := p.last.Load()
 	up := last.Header.Get("traceparent")
-	second := reqs[1].front.SpanContext
-	if want := "00-" + callerTraceID + "-" + second.SpanID().String() + "-01"; up != want {
+	if want := "00-" + callerTraceID + "-" + req.front.SpanContext.SpanID().String() + "-01"; up != want {
 		t.Errorf("upstream traceparent %q, want %q (the proxy span's)", up, want)
 	}
 	if got := last.Header.Get("tracestate"); got != callerState {
 		t.Errorf("upstream tracestate %q, want %q", got, callerState)
 	}
+}
 
-	denied := reqs[2]
+// checkDenied: Redis's denial is result=denied with its Redis span; the deny cache's
+// answer has no Redis span.
+func checkDenied(t *testing.T, denied, cached requestSpans) {
+	t.Helper()
 	if attr(denied.front, tracing.AttrResult) != "denied" || attr(denied.front, tracing.AttrHTTPStatus) != "429" {
 		t.Errorf("denied front span %v", denied.front.Attributes)
 	}
@@ -216,11 +236,10 @@ func TestProxyTracing(t *testing.T) {
 		len(denied.redis) != 1 {
 		t.Errorf("denial: decide %v, %d Redis spans", denied.decide, len(denied.redis))
 	}
-	cached := reqs[3]
-	if len(cached.decide) != 1 || attr(cached.decide[0], tracing.AttrSource) != "DenyCache" || len(cached.redis) != 0 {
+	if len(cached.decide) != 1 || attr(cached.decide[0], tracing.AttrSource) != "DenyCache" ||
+		attr(cached.decide[0], tracing.AttrResult) != "denied" || len(cached.redis) != 0 {
 		t.Errorf("deny cache: decide %v, %d Redis spans (Redis was not asked)", cached.decide, len(cached.redis))
 	}
-	checkNoSecrets(t, exp.GetSpans())
 }
 
 // TestProxyTracingWithoutRedis: with Redis gone, the failure mode decides: source FailOpen or

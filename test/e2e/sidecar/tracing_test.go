@@ -109,7 +109,8 @@ func anyValue(v *commonpb.AnyValue) string {
 // The trace context and the secrets the tracing test's requests carry.
 const (
 	e2eTraceID  = "0af7651916cd43dd8448eb211c80319c"
-	e2eParent   = "00-" + e2eTraceID + "-b7ad6b7169203331-01"
+	e2eParentID = "b7ad6b7169203331"
+	e2eParent   = "00-" + e2eTraceID + "-" + e2eParentID + "-01"
 	e2eIdentity = "alice-e2e-secret-key"
 	e2eCheckID  = "carol-e2e-secret-key"
 	e2eHeader   = "x-other-e2e-value"
@@ -201,38 +202,7 @@ func TestSidecarTracing(t *testing.T) {
 				t.Errorf("upstream traceparent %q: want the caller's trace id with the proxy's span as parent", tp)
 			}
 		}
-		spans, _ := rcv.spans()
-		count := map[string]int{}
-		byID := map[string]*tracepb.Span{}
-		for _, s := range spans {
-			count[s.span.GetName()]++
-			byID[string(s.span.GetSpanId())] = s.span
-			if s.resource["service.name"] != "ratelimit-e2e" || s.resource["deployment.environment"] != "e2e" {
-				t.Errorf("span %s resource %v: want service.name ratelimit-e2e and the OTEL_RESOURCE_ATTRIBUTES", s.span.GetName(), s.resource)
-			}
-			checkSpanSecrets(t, s)
-		}
-		if count["ratelimit.proxy"] != 3 || count["ratelimit.check"] != 1 || count["ratelimit.decide"] != 4 || count["EVALSHA"] != 4 {
-			t.Fatalf("spans received %v; want 3 ratelimit.proxy, 1 ratelimit.check, 4 ratelimit.decide, 4 EVALSHA", count)
-		}
-		for _, s := range spans {
-			sp := s.span
-			switch sp.GetName() {
-			case "ratelimit.proxy":
-				if tid := hexID(sp.GetTraceId()); tid != e2eTraceID || sp.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
-					t.Errorf("proxy span trace %s kind %v: want the caller's trace, server", tid, sp.GetKind())
-				}
-			case "ratelimit.decide":
-				parent := byID[string(sp.GetParentSpanId())]
-				if parent == nil || !strings.HasPrefix(parent.GetName(), "ratelimit.") || parent.GetName() == "ratelimit.decide" {
-					t.Errorf("decide span's parent %v: want a front span", parent.GetName())
-				}
-			case "EVALSHA":
-				if parent := byID[string(sp.GetParentSpanId())]; parent.GetName() != "ratelimit.decide" || sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
-					t.Errorf("EVALSHA span parent %v kind %v", parent.GetName(), sp.GetKind())
-				}
-			}
-		}
+		checkExported(t, rcv)
 	})
 
 	t.Run("off", func(t *testing.T) {
@@ -250,6 +220,45 @@ func TestSidecarTracing(t *testing.T) {
 			t.Errorf("tracing off: the receiver got %d export requests, %d spans", reqs, len(spans))
 		}
 	})
+}
+
+// checkExported checks what the receiver got from the "otlp" run: every span under
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, none holding a secret, the proxy's in the
+// caller's trace, each decide span under a front span and each EVALSHA under a decide span.
+func checkExported(t *testing.T, rcv *otlpReceiver) {
+	t.Helper()
+	spans, _ := rcv.spans()
+	count := map[string]int{}
+	byID := map[string]*tracepb.Span{}
+	for _, s := range spans {
+		count[s.span.GetName()]++
+		byID[string(s.span.GetSpanId())] = s.span
+		if s.resource["service.name"] != "ratelimit-e2e" || s.resource["deployment.environment"] != "e2e" {
+			t.Errorf("span %s resource %v: want service.name ratelimit-e2e and the OTEL_RESOURCE_ATTRIBUTES", s.span.GetName(), s.resource)
+		}
+		checkSpanSecrets(t, s)
+	}
+	if count["ratelimit.proxy"] != 3 || count["ratelimit.check"] != 1 || count["ratelimit.decide"] != 4 || count["EVALSHA"] != 4 {
+		t.Fatalf("spans received %v; want 3 ratelimit.proxy, 1 ratelimit.check, 4 ratelimit.decide, 4 EVALSHA", count)
+	}
+	for _, s := range spans {
+		sp, parent := s.span, byID[string(s.span.GetParentSpanId())]
+		switch sp.GetName() {
+		case "ratelimit.proxy":
+			if tid, pid := hexID(sp.GetTraceId()), hexID(sp.GetParentSpanId()); tid != e2eTraceID || pid != e2eParentID ||
+				sp.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+				t.Errorf("proxy span trace %s parent %s kind %v: want the caller's trace and span, server", tid, pid, sp.GetKind())
+			}
+		case "ratelimit.decide":
+			if name := parent.GetName(); name != "ratelimit.proxy" && name != "ratelimit.check" {
+				t.Errorf("decide span's parent %q: want a front span", name)
+			}
+		case "EVALSHA":
+			if parent.GetName() != "ratelimit.decide" || sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+				t.Errorf("EVALSHA span parent %q kind %v", parent.GetName(), sp.GetKind())
+			}
+		}
+	}
 }
 
 // checkSpanSecrets fails when a span's name, attributes, events or status hold an identity,
