@@ -241,6 +241,13 @@ func checkExported(t *testing.T, rcv *otlpReceiver) {
 	if count["ratelimit.proxy"] != 3 || count["ratelimit.check"] != 1 || count["ratelimit.decide"] != 4 || count["EVALSHA"] != 4 {
 		t.Fatalf("spans received %v; want 3 ratelimit.proxy, 1 ratelimit.check, 4 ratelimit.decide, 4 EVALSHA", count)
 	}
+	checkLinks(t, spans, byID)
+}
+
+// checkLinks checks each span's place: proxy spans in the caller's trace under its span,
+// decide spans under a front span, EVALSHA spans under a decide span.
+func checkLinks(t *testing.T, spans []receivedSpan, byID map[string]*tracepb.Span) {
+	t.Helper()
 	for _, s := range spans {
 		sp, parent := s.span, byID[string(s.span.GetParentSpanId())]
 		switch sp.GetName() {
