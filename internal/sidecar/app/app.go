@@ -75,6 +75,8 @@ func New(cfg Config) *App {
 // drains them and returns. It returns early with an error when a listener, the snapshot
 // source or the Redis client cannot be set up.
 func (a *App) Run(ctx context.Context, fronts ...Front) error {
+	flushTraces := a.startTracing(ctx)
+	defer flushTraces() // after the fronts drained: the last spans are ended
 	srv := &servers{log: a.cfg.Log, grace: a.cfg.ShutdownGrace}
 	if err := srv.listenAdmin(a.cfg.MetricsAddr, a.adminServer()); err != nil {
 		return err

@@ -2,7 +2,8 @@
 // probes; Run serves the admin listener (/metrics, /healthz, /readyz, optional pprof), feeds
 // the store from the snapshot source, serves the fronts, connects to Redis (from the Redis
 // options, or from the first snapshot naming Redis), and on shutdown turns unready, waits
-// the drain delay and stops the fronts within the grace period.
+// the drain delay and stops the fronts within the grace period. When the OTEL_* environment
+// asks for tracing (package tracing), Run sets it up first and flushes the spans last.
 //
 // # Fronts
 //

@@ -10,4 +10,7 @@
 // reads (an HTTPRequest for whole HTTP requests, DescriptorEntry lists for Envoy
 // descriptors, or a Check built from its own fields), asks Decide or DecideAll, and writes
 // the Outcomes in its own form.
+//
+// While tracing is on (package tracing), Decide records a ratelimit.decide span per policy,
+// child of the front's span in the context, and an EVALSHA span when Redis answered.
 package engine

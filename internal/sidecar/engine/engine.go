@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // Engine decides checks for every front: identity rules, shadow mode and metrics around the
@@ -82,6 +83,14 @@ func (o *Outcome) Result() string {
 
 // Decide checks one request against one policy. front names the front asking, for metrics.
 func (g *Engine) Decide(ctx context.Context, front string, r *Rule, c Check) Outcome {
+	if t := tracing.Tracer(); t != nil {
+		return g.decideTraced(ctx, t, front, r, c)
+	}
+	return g.decideMetered(ctx, front, r, c)
+}
+
+// decideMetered is Decide without tracing: the decision and its metrics.
+func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Check) Outcome {
 	start := time.Now()
 	o := g.decide(ctx, r, c)
 	g.Metrics.decided(front, &o, time.Since(start))

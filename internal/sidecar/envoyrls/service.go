@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // FrontName names the Envoy RLS front in metrics and logs.
@@ -59,12 +60,16 @@ type descriptorPlan struct {
 // (a refund) is refused on a descriptor that a policy matches, since the scripts only
 // debit; a descriptor's limit override is ignored: the policies alone set limits.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	ctx, span := tracing.StartGRPC(ctx, FrontName)
+	defer span.End()
 	set, err := s.validate(req)
 	if err != nil {
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return nil, err
 	}
 	plans, err := planRequest(set, req)
 	if err != nil {
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return nil, err
 	}
 	limits := s.rateLimitsOf(set)
@@ -89,6 +94,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	resp.ResponseHeadersToAdd = headerValues(ratelimitheaders.For(all))
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		tracing.EndFront(span, tracing.ResultDenied, len(all))
+	} else {
+		tracing.EndFront(span, tracing.ResultAllowed, len(all))
+	}
 	return resp, nil
 }
 

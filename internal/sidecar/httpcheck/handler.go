@@ -12,10 +12,13 @@ import (
 	"io"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // FrontName names the check API in metrics and logs.
@@ -82,41 +85,53 @@ func NewServer(e *engine.Engine, limits httpserver.Limits) *http.Server {
 	return httpserver.New(mux, limits)
 }
 
-// ServeHTTP answers one check.
+// ServeHTTP answers one check. While tracing is on, its span is the child of the request's
+// traceparent.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
+	defer span.End()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
+		refuse(w, span, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
 	req, status, err := readRequest(r.Body)
 	if err != nil {
-		jsonreply.Error(w, status, err.Error())
+		refuse(w, span, status, err.Error())
 		return
 	}
 	set := h.Engine.Store.Current()
 	if set == nil {
-		jsonreply.Error(w, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
+		refuse(w, span, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
 		return
 	}
 	rule := set.Rule(req.Policy)
 	if rule == nil {
-		jsonreply.Error(w, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", req.Policy, set.Namespace))
+		refuse(w, span, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", req.Policy, set.Namespace))
 		return
 	}
 	cost, err := rule.StatedCost(req.Cost)
 	if err != nil {
-		jsonreply.Error(w, http.StatusBadRequest, "cost: "+err.Error())
+		refuse(w, span, http.StatusBadRequest, "cost: "+err.Error())
 		return
 	}
-	o := h.Engine.Decide(r.Context(), FrontName, rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "",
+	o := h.Engine.Decide(ctx, FrontName, rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "",
 		Cost: cost, RequestID: req.RequestID, Fingerprint: req.Fingerprint})
 	ratelimitheaders.Set(w.Header(), ratelimitheaders.For([]engine.Outcome{o}))
-	status = http.StatusOK
+	status, result := http.StatusOK, tracing.ResultAllowed
 	if !o.Allowed {
-		status = http.StatusTooManyRequests
+		status, result = http.StatusTooManyRequests, tracing.ResultDenied
 	}
+	tracing.EndFront(span, result, 1)
+	tracing.SetHTTPStatus(span, status)
 	jsonreply.Write(w, status, response(&o, set.Version))
+}
+
+// refuse answers a check that was not decided with an error body.
+func refuse(w http.ResponseWriter, span trace.Span, status int, msg string) {
+	tracing.EndFront(span, tracing.ResultError, 0)
+	tracing.SetHTTPStatus(span, status)
+	jsonreply.Error(w, status, msg)
 }
 
 // readRequest decodes a body: JSON, one object, known fields only, a policy named.

@@ -17,12 +17,14 @@ import (
 	"net/url"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // FrontName names the reverse proxy in metrics and logs.
@@ -46,20 +48,27 @@ func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
 			pr.SetURL(upstream)
 			appendXForwarded(pr)
 			pr.Out.Host = pr.In.Host
+			tracing.Inject(pr.In.Context(), pr.Out.Header)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			if fields, ok := resp.Request.Context().Value(headersKey{}).([]ratelimitheaders.Field); ok {
 				ratelimitheaders.Set(resp.Header, fields)
 			}
+			if tracing.Enabled() {
+				tracing.SetHTTPStatus(trace.SpanFromContext(resp.Request.Context()), resp.StatusCode)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			span := trace.SpanFromContext(r.Context())
 			if httpserver.Stalled(r) {
+				tracing.SetHTTPStatus(span, http.StatusRequestTimeout)
 				log.V(1).Info("client stopped sending the request body", "method", r.Method, "path", r.URL.EscapedPath())
 				jsonreply.Error(w, http.StatusRequestTimeout, "request body: nothing arrived within the read timeout")
 				return
 			}
 			log.Error(err, "upstream request failed", "method", r.Method, "path", r.URL.EscapedPath())
+			tracing.SetHTTPStatus(span, http.StatusBadGateway)
 			jsonreply.Error(w, http.StatusBadGateway, "upstream unavailable")
 		},
 	}
@@ -72,29 +81,42 @@ func NewServer(e *engine.Engine, upstream *url.URL, limits httpserver.Limits, lo
 	return httpserver.NewStreaming(New(e, upstream, log), limits)
 }
 
-// ServeHTTP checks and forwards one request.
+// ServeHTTP checks and forwards one request. While tracing is on, its span is the child of
+// the request's traceparent, and the upstream receives the span's own traceparent.
 func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
+	defer span.End()
 	path, query, err := engine.ParseTarget(r.Method, requestTarget(r))
 	if err != nil {
-		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		p.refuse(w, span, http.StatusBadRequest, err.Error())
 		return
 	}
-	outs, err := p.engine.DecideHTTP(r.Context(), FrontName, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
+	outs, err := p.engine.DecideHTTP(ctx, FrontName, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
 		Path: path, Query: query, Header: engine.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
 	switch {
 	case errors.Is(err, engine.ErrNoSnapshot):
-		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+		p.refuse(w, span, http.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:
-		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		p.refuse(w, span, http.StatusBadRequest, err.Error())
 		return
 	}
 	fields := ratelimitheaders.For(outs)
 	if d := engine.Denial(outs); d != nil {
+		tracing.EndFront(span, tracing.ResultDenied, len(outs))
+		tracing.SetHTTPStatus(span, http.StatusTooManyRequests)
 		p.deny(w, d, fields)
 		return
 	}
-	p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(r.Context(), headersKey{}, fields)), path))
+	tracing.EndFront(span, tracing.ResultAllowed, len(outs))
+	p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(ctx, headersKey{}, fields)), path))
+}
+
+// refuse answers a request that was not judged with an error body.
+func (p *Handler) refuse(w http.ResponseWriter, span trace.Span, status int, msg string) {
+	tracing.EndFront(span, tracing.ResultError, 0)
+	tracing.SetHTTPStatus(span, status)
+	jsonreply.Error(w, status, msg)
 }
 
 // requestTarget is r's request target as received: RequestURI, since URL.Path is already

@@ -74,8 +74,14 @@ type sidecarProc struct {
 
 func startSidecar(t *testing.T, bin string, args ...string) *sidecarProc {
 	t.Helper()
+	return startSidecarEnv(t, bin, nil, args...)
+}
+
+// startSidecarEnv is startSidecar with the environment env (nil: the test's own).
+func startSidecarEnv(t *testing.T, bin string, env []string, args ...string) *sidecarProc {
+	t.Helper()
 	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &proc.Buffer{}}
-	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log
+	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = io.Discard, p.log, env
 	must(t, p.cmd.Start())
 	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() {

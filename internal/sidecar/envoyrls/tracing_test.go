@@ -1,0 +1,87 @@
+package envoyrls_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+)
+
+// TestEnvoyTracing: a call whose gRPC metadata carries a traceparent (as Envoy sends it when
+// it traces) gets a ratelimit.envoy server span in that trace, a decide span per policy and
+// an EVALSHA span; the descriptor values (the identity among them) appear in no span.
+func TestEnvoyTracing(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(tracing.Use(tp))
+	h := envoyStart(t, limiter.Options{}, sidecartest.EnvoyPolicy("rls", "/orders", 1, time.Minute))
+	const traceID, parentID, identity = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7", "bob-secret-user-id"
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+traceID+"-"+parentID+"-01")
+	for i, want := range []rlsv3.RateLimitResponse_Code{codeOK, overLimit} {
+		resp, err := h.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: envoyDomain,
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{envoyDesc("route", "/orders", "user", identity)}})
+		if err != nil || resp.GetOverallCode() != want {
+			t.Fatalf("call %d: %v %v, want %v", i, resp.GetOverallCode(), err, want)
+		}
+	}
+	front, byParent := envoySpans(t, exp.GetSpans(), identity)
+	if len(front) != 2 {
+		t.Fatalf("%d ratelimit.envoy spans, want 2", len(front))
+	}
+	for i, want := range []string{"allowed", "denied"} {
+		f := front[i]
+		if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != traceID || f.Parent.SpanID().String() != parentID {
+			t.Errorf("call %d: front span kind %v trace %s parent %s", i, f.SpanKind, f.SpanContext.TraceID(), f.Parent.SpanID())
+		}
+		if got := attrOf(f, tracing.AttrResult); got != want {
+			t.Errorf("call %d: front result %s, want %s", i, got, want)
+		}
+		decide := byParent[f.SpanContext.SpanID()]
+		if len(decide) != 1 || decide[0].Name != tracing.SpanDecide {
+			t.Fatalf("call %d: children of the front span %v", i, decide)
+		}
+		if redis := byParent[decide[0].SpanContext.SpanID()]; len(redis) != 1 || redis[0].Name != tracing.SpanRedis {
+			t.Errorf("call %d: children of the decide span %v", i, redis)
+		}
+	}
+}
+
+// envoySpans are the ratelimit.envoy spans of stubs and every span by its parent; it fails
+// the test when an attribute holds the identity.
+func envoySpans(t *testing.T, stubs tracetest.SpanStubs, identity string) ([]tracetest.SpanStub, map[trace.SpanID][]tracetest.SpanStub) {
+	t.Helper()
+	var front []tracetest.SpanStub
+	byParent := map[trace.SpanID][]tracetest.SpanStub{}
+	for _, s := range stubs {
+		if s.Name == "ratelimit.envoy" {
+			front = append(front, s)
+		}
+		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.String(), identity) {
+				t.Errorf("span %s attribute %s holds the identity", s.Name, kv.Key)
+			}
+		}
+	}
+	return front, byParent
+}
+
+func attrOf(s tracetest.SpanStub, key attribute.Key) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
