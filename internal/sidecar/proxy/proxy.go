@@ -80,7 +80,7 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	outs, err := p.engine.DecideHTTP(r.Context(), FrontName, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
-		Path: path, Query: query, Header: forwardedHeader(r.Header), Peer: r.RemoteAddr})
+		Path: path, Query: query, Header: engine.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
 	switch {
 	case errors.Is(err, engine.ErrNoSnapshot):
 		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
