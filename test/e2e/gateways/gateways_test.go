@@ -1,0 +1,115 @@
+package gateways_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
+)
+
+// TestThroughRealProxies drives the forward-auth front through real Caddy and real nginx,
+// each with its shipped recipe: a burst, the headers the client gets, two routes with two
+// policies, what the upstream sees, a policy edit, and Redis going away.
+func TestThroughRealProxies(t *testing.T) {
+	sidecar := proc.MustBuild(t, "cmd/sidecar")
+	for _, p := range []struct {
+		name  string
+		start func(*testing.T, *rig) string
+	}{{"caddy", startCaddy}, {"nginx", startNginx}} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			r := startRig(t, sidecar)
+			proxy := p.start(t, r)
+			scenario(t, r, proxy)
+		})
+	}
+}
+
+func scenario(t *testing.T, r *rig, proxy string) {
+	// A burst: 3 admitted with the RateLimit headers, then 429 with Retry-After; the
+	// upstream sees the 3 only.
+	for i := range 3 {
+		a := do(t, proxy, http.MethodGet, host, "/api/items", "alice")
+		if a.status != http.StatusOK || !strings.HasPrefix(a.body, "upstream GET /api/items") {
+			t.Fatalf("GET %d: %v", i, a)
+		}
+		if want := fmt.Sprintf(`"reads/per-minute";r=%d;t=`, 2-i); !strings.Contains(a.header.Get("RateLimit"), want) ||
+			!strings.Contains(a.header.Get("RateLimit-Policy"), `"reads/per-minute";q=3;w=60`) {
+			t.Errorf("GET %d: RateLimit %q, RateLimit-Policy %q; want %s…", i, a.header.Get("RateLimit"), a.header.Get("RateLimit-Policy"), want)
+		}
+		if got := a.header.Values("RateLimit"); len(got) != 1 {
+			t.Errorf("GET %d: RateLimit sent %d times (%q): the app's own must be replaced", i, len(got), got)
+		}
+	}
+	before := r.hits.Load()
+	for range 3 {
+		a := do(t, proxy, http.MethodGet, host, "/api/items", "alice")
+		if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" ||
+			!strings.Contains(a.header.Get("RateLimit"), `"reads/per-minute";r=0;t=`) || a.header.Get("RateLimit-Policy") == "" {
+			t.Fatalf("over the limit: %v, want 429 with Retry-After and the RateLimit headers", a)
+		}
+	}
+	if n := r.hits.Load() - before; n != 0 {
+		t.Errorf("the upstream saw %d denied requests", n)
+	}
+
+	// The original method, host and path decide: POST is the other policy (2 a minute);
+	// another host and a path outside /api are not limited, and carry no RateLimit header.
+	for i, want := range []int{200, 200, 429} {
+		if a := do(t, proxy, http.MethodPost, host, "/api/items", "alice"); a.status != want {
+			t.Errorf("POST %d: %v, want %d", i, a, want)
+		}
+	}
+	for _, c := range []struct{ host, path string }{{"other.example", "/api/items"}, {host, "/public"}, {host, "/apix"}} {
+		for range 4 {
+			if a := do(t, proxy, http.MethodGet, c.host, c.path, "alice"); a.status != http.StatusOK || a.header.Get("RateLimit") != "" {
+				t.Fatalf("GET %s%s: %v, want 200 without RateLimit", c.host, c.path, a)
+			}
+		}
+	}
+	// A client's own RateLimit headers reach neither the app nor come back as the sidecar's.
+	forged := []string{"RateLimit", `"reads/per-minute";r=999;t=1`, "RateLimit-Policy", "forged"}
+	if a := do(t, proxy, http.MethodGet, host, "/public", "alice", forged...); a.status != http.StatusOK || a.header.Get("RateLimit") != "" ||
+		r.seen.Load().Get("RateLimit") != "" || r.seen.Load().Get("RateLimit-Policy") != "" {
+		t.Errorf("forged RateLimit headers on an unlimited path: client got %v, app saw %v", a, *r.seen.Load())
+	}
+	if a := do(t, proxy, http.MethodGet, host, "/api/fresh", "carol", forged...); a.status != http.StatusOK ||
+		!strings.Contains(a.header.Get("RateLimit"), `"reads/per-minute";r=2;`) || strings.Contains(r.seen.Load().Get("RateLimit"), "999") {
+		t.Errorf("forged RateLimit headers on a limited path: client got %v, app saw %v", a, *r.seen.Load())
+	}
+	if a := do(t, proxy, http.MethodGet, host, "//API/items", "alice"); a.status != http.StatusTooManyRequests {
+		t.Errorf("GET //API/items: %v, want 429 (the same limit as /api/items)", a)
+	}
+
+	// A policy edit takes effect through the proxy: GET drops to 1 a minute.
+	r.publish(t, policies(1)...)
+	n := 0
+	wait.Eventually(t, 15*time.Second, "the edited policy in force", func() error {
+		n++
+		key := fmt.Sprint("edit-", n)
+		first, second := do(t, proxy, http.MethodGet, host, "/api/items", key), do(t, proxy, http.MethodGet, host, "/api/items", key)
+		if first.status != http.StatusOK || second.status != http.StatusTooManyRequests {
+			return fmt.Errorf("a new caller's two GETs: %d, %d", first.status, second.status)
+		}
+		return nil
+	})
+
+	// Redis gone: GET (FailOpen) is admitted, POST (FailClosed) refused with 429.
+	r.redis.Kill()
+	before = r.hits.Load()
+	for i := range 3 {
+		if a := do(t, proxy, http.MethodGet, host, "/api/items", fmt.Sprint("down-", i)); a.status != http.StatusOK {
+			t.Errorf("FailOpen with Redis down: %v", a)
+		}
+		if a := do(t, proxy, http.MethodPost, host, "/api/items", fmt.Sprint("down-", i)); a.status != http.StatusTooManyRequests {
+			t.Errorf("FailClosed with Redis down: %v", a)
+		}
+	}
+	if n := r.hits.Load() - before; n != 3 {
+		t.Errorf("with Redis down the upstream saw %d requests, want the 3 FailOpen ones", n)
+	}
+}
