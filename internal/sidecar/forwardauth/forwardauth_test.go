@@ -1,6 +1,7 @@
 package forwardauth_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -35,33 +36,37 @@ func TestBurstThenDeny(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("orders", 3))
-			url := front(t, rig.Engine, loopback) + p.path
-			for i, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
-				resp, body := ask(t, method, url, p.describe("/api/orders/1?page=2", "X-API-Key", "alice")...)
-				if resp.StatusCode != http.StatusOK || body != "" {
-					t.Fatalf("request %d (%s): %d %q", i, method, resp.StatusCode, body)
-				}
-				if !strings.Contains(resp.Header.Get("RateLimit-Policy"), `"orders/per-minute";q=3;w=60`) ||
-					!strings.Contains(resp.Header.Get("RateLimit"), `"orders/per-minute";r=`+string(rune('2'-i))) {
-					t.Errorf("request %d headers: %v", i, resp.Header)
-				}
-			}
-			resp, body := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "alice")...)
-			if resp.StatusCode != p.deny {
-				t.Fatalf("fourth: %d %q, want %d", resp.StatusCode, body, p.deny)
-			}
-			if resp.Header.Get("Retry-After") == "" || resp.Header.Get("RateLimit") == "" || resp.Header.Get("RateLimit-Policy") == "" ||
-				!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") || !strings.Contains(body, "rate limited by policy orders") {
-				t.Errorf("denial: %v %q", resp.Header, body)
-			}
-			if resp, _ := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "bob")...); resp.StatusCode != http.StatusOK {
-				t.Errorf("another caller: %d", resp.StatusCode)
-			}
-			if resp, _ := ask(t, http.MethodGet, url, p.describe("/elsewhere", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK ||
-				resp.Header.Get("RateLimit") != "" {
-				t.Errorf("a path no policy matches: %d %v", resp.StatusCode, resp.Header)
-			}
+			burstThenDeny(t, p, front(t, rig.Engine, loopback)+p.path)
 		})
+	}
+}
+
+func burstThenDeny(t *testing.T, p protocol, url string) {
+	t.Helper()
+	for i, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		resp, body := ask(t, method, url, p.describe("/api/orders/1?page=2", "X-API-Key", "alice")...)
+		if resp.StatusCode != http.StatusOK || body != "" {
+			t.Fatalf("request %d (%s): %d %q", i, method, resp.StatusCode, body)
+		}
+		if !strings.Contains(resp.Header.Get("RateLimit-Policy"), `"orders/per-minute";q=3;w=60`) ||
+			!strings.Contains(resp.Header.Get("RateLimit"), fmt.Sprintf(`"orders/per-minute";r=%d;`, 2-i)) {
+			t.Errorf("request %d headers: %v", i, resp.Header)
+		}
+	}
+	resp, body := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "alice")...)
+	if resp.StatusCode != p.deny {
+		t.Fatalf("fourth: %d %q, want %d", resp.StatusCode, body, p.deny)
+	}
+	if resp.Header.Get("Retry-After") == "" || resp.Header.Get("RateLimit") == "" || resp.Header.Get("RateLimit-Policy") == "" ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") || !strings.Contains(body, "rate limited by policy orders") {
+		t.Errorf("denial: %v %q", resp.Header, body)
+	}
+	if resp, _ := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "bob")...); resp.StatusCode != http.StatusOK {
+		t.Errorf("another caller: %d", resp.StatusCode)
+	}
+	if resp, _ := ask(t, http.MethodGet, url, p.describe("/elsewhere", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK ||
+		resp.Header.Get("RateLimit") != "" {
+		t.Errorf("a path no policy matches: %d %v", resp.StatusCode, resp.Header)
 	}
 }
 

@@ -97,14 +97,23 @@ func (j *judge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ratelimitheaders.Set(w.Header(), ratelimitheaders.For(outs))
+	fields := ratelimitheaders.For(outs)
 	if d := engine.Denial(outs); d != nil {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(j.deny)
-		_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) // the proxy may be gone
+		j.refuse(w, d, fields)
 		return
 	}
+	ratelimitheaders.Set(w.Header(), fields)
 	w.WriteHeader(http.StatusOK)
+}
+
+// refuse answers a denial: j.deny with the RateLimit headers and the reason as text.
+func (j *judge) refuse(w http.ResponseWriter, d *engine.Outcome, fields []ratelimitheaders.Field) {
+	ratelimitheaders.Set(w.Header(), fields)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(j.deny)
+	// text/plain naming a policy and a limit (DNS labels), never anything of the request;
+	// the error is ignored as the proxy may be gone.
+	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) //nolint:gosec // G705: see above
 }
 
 // request is the original request the auth request h describes, as the engine reads it.

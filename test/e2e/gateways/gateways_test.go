@@ -30,8 +30,17 @@ func TestThroughRealProxies(t *testing.T) {
 }
 
 func scenario(t *testing.T, r *rig, proxy string) {
-	// A burst: 3 admitted with the RateLimit headers, then 429 with Retry-After; the
-	// upstream sees the 3 only.
+	burst(t, r, proxy)
+	routes(t, proxy)
+	forgedHeaders(t, r, proxy)
+	policyEdit(t, r, proxy)
+	redisDown(t, r, proxy)
+}
+
+// burst: 3 admitted with the RateLimit headers, then 429 with Retry-After; the upstream
+// sees the 3 only.
+func burst(t *testing.T, r *rig, proxy string) {
+	t.Helper()
 	for i := range 3 {
 		a := do(t, proxy, http.MethodGet, host, "/api/items", "alice")
 		if a.status != http.StatusOK || !strings.HasPrefix(a.body, "upstream GET /api/items") {
@@ -57,8 +66,13 @@ func scenario(t *testing.T, r *rig, proxy string) {
 		t.Errorf("the upstream saw %d denied requests", n)
 	}
 
-	// The original method, host and path decide: POST is the other policy (2 a minute);
-	// another host and a path outside /api are not limited, and carry no RateLimit header.
+}
+
+// routes: the original method, host and path decide. POST is the other policy (2 a
+// minute); another host and a path outside /api are not limited, and carry no RateLimit
+// header; "//API/items" is /api/items.
+func routes(t *testing.T, proxy string) {
+	t.Helper()
 	for i, want := range []int{200, 200, 429} {
 		if a := do(t, proxy, http.MethodPost, host, "/api/items", "alice"); a.status != want {
 			t.Errorf("POST %d: %v, want %d", i, a, want)
@@ -71,7 +85,15 @@ func scenario(t *testing.T, r *rig, proxy string) {
 			}
 		}
 	}
-	// A client's own RateLimit headers reach neither the app nor come back as the sidecar's.
+	if a := do(t, proxy, http.MethodGet, host, "//API/items", "alice"); a.status != http.StatusTooManyRequests {
+		t.Errorf("GET //API/items: %v, want 429 (the same limit as /api/items)", a)
+	}
+}
+
+// forgedHeaders: a client's own RateLimit headers reach neither the app nor come back as
+// the sidecar's.
+func forgedHeaders(t *testing.T, r *rig, proxy string) {
+	t.Helper()
 	forged := []string{"RateLimit", `"reads/per-minute";r=999;t=1`, "RateLimit-Policy", "forged"}
 	if a := do(t, proxy, http.MethodGet, host, "/public", "alice", forged...); a.status != http.StatusOK || a.header.Get("RateLimit") != "" ||
 		r.seen.Load().Get("RateLimit") != "" || r.seen.Load().Get("RateLimit-Policy") != "" {
@@ -81,11 +103,11 @@ func scenario(t *testing.T, r *rig, proxy string) {
 		!strings.Contains(a.header.Get("RateLimit"), `"reads/per-minute";r=2;`) || strings.Contains(r.seen.Load().Get("RateLimit"), "999") {
 		t.Errorf("forged RateLimit headers on a limited path: client got %v, app saw %v", a, *r.seen.Load())
 	}
-	if a := do(t, proxy, http.MethodGet, host, "//API/items", "alice"); a.status != http.StatusTooManyRequests {
-		t.Errorf("GET //API/items: %v, want 429 (the same limit as /api/items)", a)
-	}
+}
 
-	// A policy edit takes effect through the proxy: GET drops to 1 a minute.
+// policyEdit: a rewritten snapshot takes effect through the proxy: GET drops to 1 a minute.
+func policyEdit(t *testing.T, r *rig, proxy string) {
+	t.Helper()
 	r.publish(t, policies(1)...)
 	n := 0
 	wait.Eventually(t, 15*time.Second, "the edited policy in force", func() error {
@@ -97,10 +119,14 @@ func scenario(t *testing.T, r *rig, proxy string) {
 		}
 		return nil
 	})
+}
 
-	// Redis gone: GET (FailOpen) is admitted, POST (FailClosed) refused with 429.
+// redisDown: with redis-server killed, GET (FailOpen) is admitted and POST (FailClosed)
+// refused with 429.
+func redisDown(t *testing.T, r *rig, proxy string) {
+	t.Helper()
 	r.redis.Kill()
-	before = r.hits.Load()
+	before := r.hits.Load()
 	for i := range 3 {
 		if a := do(t, proxy, http.MethodGet, host, "/api/items", fmt.Sprint("down-", i)); a.status != http.StatusOK {
 			t.Errorf("FailOpen with Redis down: %v", a)
