@@ -19,12 +19,15 @@ func TestThroughRealProxies(t *testing.T) {
 	for _, p := range []struct {
 		name  string
 		start func(*testing.T, *rig) string
-	}{{"caddy", startCaddy}, {"nginx", startNginx}} {
+		// down is the proxy's answer when the sidecar cannot be reached.
+		down int
+	}{{"caddy", startCaddy, http.StatusBadGateway}, {"nginx", startNginx, http.StatusInternalServerError}} {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			r := startRig(t, sidecar)
 			proxy := p.start(t, r)
 			scenario(t, r, proxy)
+			sidecarDown(t, r, proxy, p.down)
 		})
 	}
 }
@@ -137,5 +140,21 @@ func redisDown(t *testing.T, r *rig, proxy string) {
 	}
 	if n := r.hits.Load() - before; n != 3 {
 		t.Errorf("with Redis down the upstream saw %d requests, want the 3 FailOpen ones", n)
+	}
+}
+
+// sidecarDown: with the sidecar stopped the proxy refuses every request (Caddy 502, nginx
+// 500), limited or not, and the upstream sees none.
+func sidecarDown(t *testing.T, r *rig, proxy string, want int) {
+	t.Helper()
+	r.stopSidecar()
+	before := r.hits.Load()
+	for _, path := range []string{"/api/items", "/public"} {
+		if a := do(t, proxy, http.MethodGet, host, path, "alice"); a.status != want {
+			t.Errorf("GET %s with the sidecar down: %v, want %d", path, a, want)
+		}
+	}
+	if n := r.hits.Load() - before; n != 0 {
+		t.Errorf("with the sidecar down the upstream saw %d requests", n)
 	}
 }

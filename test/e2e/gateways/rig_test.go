@@ -55,6 +55,8 @@ type rig struct {
 	upstream string // the upstream's address
 	hits     atomic.Int64
 	seen     atomic.Pointer[http.Header] // the last request's header at the upstream
+	// stopSidecar stops the sidecar by its PID.
+	stopSidecar func()
 }
 
 func startRig(t *testing.T, sidecar string) *rig {
@@ -73,7 +75,7 @@ func startRig(t *testing.T, sidecar string) *rig {
 	r.publish(t, policies(3)...)
 	r.fwdAuth = wait.FreeAddr(t)
 	metrics := wait.FreeAddr(t)
-	startProcess(t, "sidecar", exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
+	r.stopSidecar = startProcess(t, "sidecar", exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
 		"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", r.fwdAuth,
 		"--http-bind-address", "", "--grpc-bind-address", "", "--metrics-bind-address", metrics,
 		"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s"))
@@ -94,8 +96,9 @@ func (r *rig) publish(t *testing.T, ps ...*v1alpha1.RateLimitPolicy) {
 }
 
 // startProcess starts cmd with its output captured, and stops it by its PID when the test
-// ends (SIGTERM, then SIGKILL after 5s), logging the output if the test failed.
-func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
+// ends (SIGTERM, then SIGKILL after 5s), logging the output if the test failed. The stop
+// function it returns stops it earlier.
+func startProcess(t *testing.T, name string, cmd *exec.Cmd) (stop func()) {
 	t.Helper()
 	out := &proc.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -104,7 +107,7 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -112,10 +115,14 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+	}
+	t.Cleanup(func() {
+		stop()
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, out.String())
 		}
 	})
+	return stop
 }
 
 // repoFile is the text of a file of this repository, as shipped.
