@@ -54,7 +54,9 @@
 // # Failure modes
 //
 // When Redis cannot answer, each policy's failure mode decides, as on every front: FailOpen
-// admits (200 with no RateLimit), FailClosed denies (429, or 403 on /v1/auth-request). When
-// the sidecar itself cannot be reached, the proxy decides: Caddy answers 502, nginx 500;
-// both refuse the request.
+// admits (200), FailClosed denies (429, or 403 on /v1/auth-request), LocalCap counts in the
+// sidecar. When the sidecar itself cannot be reached, the proxy decides: with the shipped
+// recipes Caddy answers 502 and nginx 500, so every request is refused (fail closed) and
+// none reaches the app (test/e2e/gateways checks both). Other statuses the front may answer
+// (400, 421, 503) reach the client as they are through Caddy, and as a 500 through nginx.
 package forwardauth
