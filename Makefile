@@ -71,11 +71,11 @@ verify-generated: manifests generate docs ## Fail when generated files differ fr
 	@git diff --exit-code -- api config docs $(CHART)/crds $(CHART)/files/generated || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
 
 .PHONY: demo
-demo: envtest redis ## The whole system on this machine: control plane, Redis, manager, sidecar, samples (DEMO_ARGS=--stay keeps it up).
+demo: envtest redis proxies ## The whole system on this machine: control plane, Redis, manager, sidecar, samples (DEMO_ARGS=--stay keeps it up).
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: manifests generate vet envtest redis promtool ## Run every test against a real kube-apiserver + etcd and real redis-server.
+test: manifests generate vet envtest redis promtool proxies ## Run every test against a real kube-apiserver + etcd, real redis-server, real Caddy and nginx.
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
@@ -124,3 +124,7 @@ redis: ## Install redis-server and redis-tools with apt-get when missing.
 .PHONY: promtool
 promtool: ## Install promtool (Debian package prometheus) with apt-get when missing, for the alert tests.
 	@hack/promtool.sh
+
+.PHONY: proxies
+proxies: ## Install Caddy and nginx (Debian caddy, nginx-light) with apt-get when missing: the forward-auth tests' real proxies.
+	@hack/proxies.sh

@@ -1,5 +1,6 @@
 // Command sidecar enforces a namespace's RateLimitPolicy snapshot next to an app or a gateway:
-// Envoy RLS v3 over gRPC, an HTTP JSON check API, and a reverse proxy that answers 429.
+// Envoy RLS v3 over gRPC, an HTTP JSON check API, forward auth for Caddy, Traefik and nginx,
+// and a reverse proxy that answers 429.
 package main
 
 import (
@@ -7,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +24,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/forwardauth"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
@@ -34,6 +38,9 @@ type options struct {
 	grpcAddr      string
 	httpAddr      string
 	proxyAddr     string
+	fwdAuthAddr   string
+	fwdAuthCIDRs  string
+	fwdAuthTrust  []netip.Prefix // fwdAuthCIDRs, parsed by check
 	upstream      string
 	metricsAddr   string
 	pprof         bool
@@ -59,6 +66,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Address of the gRPC fronts, Envoy RLS v3 and Envoy ext_authz v3, on one port; empty disables them. Loopback by default: whoever reaches it can spend any caller's quota.")
 	fs.StringVar(&o.httpAddr, "http-bind-address", "127.0.0.1:8080",
 		"Address of the HTTP check API (POST /v1/check); empty disables it. Loopback by default: whoever reaches it can spend any caller's quota.")
+	fs.StringVar(&o.fwdAuthAddr, "forward-auth-bind-address", "127.0.0.1:8082",
+		"Address of forward auth (/v1/forward-auth for Caddy and Traefik, /v1/auth-request for nginx); empty disables it.")
+	fs.StringVar(&o.fwdAuthCIDRs, "forward-auth-trusted-cidrs", "127.0.0.1/32,::1/128",
+		"Comma-separated CIDRs of the proxies allowed to ask forward auth; other peers are answered 421, as they could state any request.")
 	fs.StringVar(&o.proxyAddr, "proxy-bind-address", ":8000", "Address of the reverse proxy; used only with --upstream.")
 	fs.StringVar(&o.upstream, "upstream", "", "URL of the app the reverse proxy forwards admitted requests to; empty disables the proxy.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of /metrics, /healthz and /readyz.")
@@ -92,11 +103,15 @@ func bindHTTPLimits(fs *flag.FlagSet, l *httpserver.Limits) {
 		"HTTP listeners: largest request line and header block; larger ones are answered 431.")
 }
 
-// check validates the flags, naming the one to fix, and returns the proxy's upstream (nil
-// when the proxy is disabled).
+// check validates the flags, naming the one to fix, parses the forward-auth CIDRs, and
+// returns the proxy's upstream (nil when the proxy is disabled).
 func (o *options) check() (*url.URL, error) {
 	if err := o.http.Validate(); err != nil {
 		return nil, fmt.Errorf("--http-*: %w", err)
+	}
+	var err error
+	if o.fwdAuthTrust, err = parseCIDRs(o.fwdAuthCIDRs); err != nil {
+		return nil, fmt.Errorf("--forward-auth-trusted-cidrs: %w", err)
 	}
 	if (o.snapshotFile == "") == !o.snapshotWatch {
 		return nil, errors.New("--snapshot-file or --snapshot-watch: exactly one snapshot source is required")
@@ -112,6 +127,22 @@ func (o *options) check() (*url.URL, error) {
 		return nil, fmt.Errorf("--upstream: %q is not an http(s) URL", o.upstream)
 	}
 	return u, nil
+}
+
+// parseCIDRs reads a comma-separated list of CIDRs; empty entries are skipped.
+func parseCIDRs(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // config is the app's configuration from the flags.
@@ -141,6 +172,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	fronts := []app.Front{
 		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
 		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")), extauthz.New(a.Engine, log.WithName("extauthz")))},
+		{Name: forwardauth.FrontName, Addr: o.fwdAuthAddr, Server: forwardauth.NewServer(a.Engine, o.fwdAuthTrust, o.http, log.WithName("forwardauth"))},
 	}
 	if upstream != nil {
 		fronts = append(fronts, app.Front{Name: proxy.FrontName, Addr: o.proxyAddr,

@@ -104,7 +104,7 @@ func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) stri
 func clientIP(c *v1alpha1.ClientIPSource, h http.Header, peer string) string {
 	addr, ok := parseHop(peer)
 	if c != nil && c.TrustedProxies > 0 {
-		if hops := forwardedFor(h); len(hops) >= int(c.TrustedProxies) {
+		if hops := ForwardedFor(h); len(hops) >= int(c.TrustedProxies) {
 			if a, hopOK := parseHop(hops[len(hops)-int(c.TrustedProxies)]); hopOK {
 				addr, ok = a, true
 			}
@@ -146,8 +146,8 @@ func maskAddr(a netip.Addr, c *v1alpha1.ClientIPSource) netip.Addr {
 	return p.Addr()
 }
 
-// forwardedFor lists X-Forwarded-For hops, left to right, across repeated headers.
-func forwardedFor(h http.Header) []string {
+// ForwardedFor lists X-Forwarded-For hops, left to right, across repeated field lines.
+func ForwardedFor(h http.Header) []string {
 	var hops []string
 	for _, v := range h.Values("X-Forwarded-For") {
 		for _, hop := range strings.Split(v, ",") {

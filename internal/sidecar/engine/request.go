@@ -93,7 +93,7 @@ func (r *Rule) DescriptorCheck(domain string, entries []DescriptorEntry, stated 
 
 // readHeader is how the limiter reads one request header: its value and whether it is
 // present, or ErrRepeatedHeader when it has several field lines. Lists that are meant to be
-// split across lines (X-Forwarded-For) are read with forwardedFor instead.
+// split across lines (X-Forwarded-For) are read with ForwardedFor instead.
 func readHeader(h http.Header, name string) (value string, present bool, err error) {
 	switch vs := h.Values(name); len(vs) {
 	case 0:

@@ -1,0 +1,134 @@
+package forwardauth
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+)
+
+// FrontName names the forward-auth front in metrics and logs.
+const FrontName = "forwardauth"
+
+// Paths of the two protocols, as the package documentation maps them.
+const (
+	// ForwardAuthPath serves Caddy's forward_auth and Traefik's ForwardAuth.
+	ForwardAuthPath = "/v1/forward-auth"
+	// AuthRequestPath serves nginx's auth_request and ingress-nginx's auth-url.
+	AuthRequestPath = "/v1/auth-request"
+)
+
+// StatusUntrusted answers a peer outside the trusted CIDRs.
+const StatusUntrusted = http.StatusMisdirectedRequest
+
+// NewServer is the forward-auth front's server over e: both paths, answered only to peers
+// within trusted, with the listener limits.
+func NewServer(e *engine.Engine, trusted []netip.Prefix, limits httpserver.Limits, log logr.Logger) *http.Server {
+	return httpserver.New(NewHandler(e, trusted, log), limits)
+}
+
+// NewHandler is NewServer's handler.
+func NewHandler(e *engine.Engine, trusted []netip.Prefix, log logr.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(ForwardAuthPath, &judge{engine: e, log: log, read: forwardAuthRequest, deny: http.StatusTooManyRequests})
+	mux.Handle(AuthRequestPath, &judge{engine: e, log: log, read: authRequestRequest, deny: http.StatusForbidden})
+	return &gate{trusted: append([]netip.Prefix(nil), trusted...), next: mux, log: log}
+}
+
+// gate answers only peers within trusted, before reading anything of their request.
+type gate struct {
+	trusted []netip.Prefix
+	next    http.Handler
+	log     logr.Logger
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.allows(r.RemoteAddr) {
+		g.log.V(1).Info("refused an untrusted peer", "peer", r.RemoteAddr)
+		jsonreply.Error(w, StatusUntrusted, "forward auth: this peer is not a trusted proxy")
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *gate) allows(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap().WithZone("")
+	for _, p := range g.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// judge answers one protocol: read states the original request, deny is the status of a
+// denial.
+type judge struct {
+	engine *engine.Engine
+	log    logr.Logger
+	read   func(http.Header) (original, error)
+	deny   int
+}
+
+func (j *judge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := j.request(r.Header)
+	if err != nil {
+		j.log.V(1).Info("refused a forward-auth request", "path", r.URL.Path, "reason", err.Error())
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	outs, err := j.engine.DecideHTTP(r.Context(), FrontName, req)
+	switch {
+	case errors.Is(err, engine.ErrNoSnapshot):
+		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+		return
+	case err != nil:
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	fields := ratelimitheaders.For(outs)
+	if d := engine.Denial(outs); d != nil {
+		j.refuse(w, d, fields)
+		return
+	}
+	ratelimitheaders.Set(w.Header(), fields)
+	w.WriteHeader(http.StatusOK)
+}
+
+// refuse answers a denial: j.deny with the RateLimit headers and the reason as text.
+func (j *judge) refuse(w http.ResponseWriter, d *engine.Outcome, fields []ratelimitheaders.Field) {
+	ratelimitheaders.Set(w.Header(), fields)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(j.deny)
+	// text/plain naming a policy and a limit (DNS labels), never anything of the request;
+	// the error is ignored as the proxy may be gone.
+	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) //nolint:gosec // G705: see above
+}
+
+// request is the original request the auth request h describes, as the engine reads it.
+func (j *judge) request(h http.Header) (*engine.HTTPRequest, error) {
+	o, err := j.read(h)
+	if err != nil {
+		return nil, err
+	}
+	path, query, err := engine.ParseTarget(o.method, o.target)
+	if err != nil {
+		return nil, err
+	}
+	header, peer, err := originalHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.HTTPRequest{Method: o.method, Host: o.host, Path: path, Query: query, Header: header, Peer: peer}, nil
+}
