@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // FrontName names the Envoy ext_authz front in metrics and logs.
@@ -42,22 +43,33 @@ func (s *Service) Register(g *grpc.Server) {
 // for a CheckRequest without an HTTP request, Unavailable before the first snapshot; every
 // decision, a refused request included, is a CheckResponse.
 func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	ctx, span := tracing.StartGRPC(ctx, FrontName)
+	defer span.End()
 	h := req.GetAttributes().GetRequest().GetHttp()
 	if h == nil {
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return nil, status.Error(codes.InvalidArgument, "attributes.request.http is missing: only HTTP requests are judged")
 	}
 	r, err := httpRequest(h, req.GetAttributes().GetSource())
 	if err != nil {
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return badRequest(err), nil
 	}
 	outs, err := s.Engine.DecideHTTP(ctx, FrontName, r)
 	switch {
 	case errors.Is(err, engine.ErrNoSnapshot):
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return nil, status.Error(codes.Unavailable, err.Error())
 	case err != nil:
+		tracing.EndFront(span, tracing.ResultError, 0)
 		return badRequest(err), nil
 	}
 	s.logOutcomes(outs)
+	result := tracing.ResultAllowed
+	if engine.Denial(outs) != nil {
+		result = tracing.ResultDenied
+	}
+	tracing.EndFront(span, result, len(outs))
 	return decision(outs), nil
 }
 

@@ -1,6 +1,7 @@
 package forwardauth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
 // FrontName names the forward-auth front in metrics and logs.
@@ -81,29 +83,42 @@ type judge struct {
 	deny   int
 }
 
+// ServeHTTP judges the original request r describes. While tracing is on, its span is the
+// child of the traceparent the proxy passed on.
 func (j *judge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
+	defer span.End()
+	status, result, decided := j.answer(ctx, w, r)
+	tracing.EndFront(span, result, decided)
+	tracing.SetHTTPStatus(span, status)
+}
+
+// answer writes the answer to r and returns its status, its result for the span and how
+// many policies were decided.
+func (j *judge) answer(ctx context.Context, w http.ResponseWriter, r *http.Request) (status int, result string, decided int) {
 	req, err := j.request(r.Header)
 	if err != nil {
 		j.log.V(1).Info("refused a forward-auth request", "path", r.URL.Path, "reason", err.Error())
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
-		return
+		return http.StatusBadRequest, tracing.ResultError, 0
 	}
-	outs, err := j.engine.DecideHTTP(r.Context(), FrontName, req)
+	outs, err := j.engine.DecideHTTP(ctx, FrontName, req)
 	switch {
 	case errors.Is(err, engine.ErrNoSnapshot):
 		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
-		return
+		return http.StatusServiceUnavailable, tracing.ResultError, 0
 	case err != nil:
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
-		return
+		return http.StatusBadRequest, tracing.ResultError, 0
 	}
 	fields := ratelimitheaders.For(outs)
 	if d := engine.Denial(outs); d != nil {
 		j.refuse(w, d, fields)
-		return
+		return j.deny, tracing.ResultDenied, len(outs)
 	}
 	ratelimitheaders.Set(w.Header(), fields)
 	w.WriteHeader(http.StatusOK)
+	return http.StatusOK, tracing.ResultAllowed, len(outs)
 }
 
 // refuse answers a denial: j.deny with the RateLimit headers and the reason as text.
