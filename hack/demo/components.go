@@ -138,7 +138,7 @@ func (d *demo) startSidecar(ctx context.Context) error {
 		return err
 	}
 	d.nsUser, d.nsPassword = user, password
-	for _, a := range []*string{&d.addrs.proxy, &d.addrs.check, &d.addrs.grpc, &d.addrs.sidecarMetrics} {
+	for _, a := range []*string{&d.addrs.proxy, &d.addrs.check, &d.addrs.grpc, &d.addrs.forwardAuth, &d.addrs.sidecarMetrics} {
 		if *a, err = freeAddr(); err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func (d *demo) startSidecar(ctx context.Context) error {
 	p, err := d.startProc("sidecar", bin, "--namespace", d.opts.namespace, "--snapshot-watch", "--kubeconfig", d.kcfg,
 		"--redis-credentials-path", creds,
 		"--upstream", "http://"+d.addrs.upstream, "--proxy-bind-address", d.addrs.proxy,
-		"--http-bind-address", d.addrs.check, "--grpc-bind-address", d.addrs.grpc,
+		"--http-bind-address", d.addrs.check, "--grpc-bind-address", d.addrs.grpc, "--forward-auth-bind-address", d.addrs.forwardAuth,
 		"--metrics-bind-address", d.addrs.sidecarMetrics, "--drain-delay", "0s", "--redis-timeout", "500ms")
 	if err != nil {
 		return err

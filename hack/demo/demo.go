@@ -32,10 +32,10 @@ type demo struct {
 
 // addrs are the loopback endpoints of the demo's servers.
 type addrs struct {
-	redis, proxy, check, grpc, sidecarMetrics, managerProbes, upstream string
+	redis, proxy, check, grpc, forwardAuth, caddy, sidecarMetrics, managerProbes, upstream string
 }
 
-const steps = 11
+const steps = 12
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")
@@ -45,7 +45,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.dir = dir
 	for _, s := range []func(context.Context) error{
 		d.controlPlane, d.startRedis, d.startManager, d.applySamples, d.startSidecar,
-		d.burst, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
+		d.burst, d.gateway, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
 	} {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
@@ -94,6 +94,7 @@ func (d *demo) explore(ctx context.Context) {
 	d.printf("  export KUBECONFIG=%s\n", d.kcfg)
 	d.printf("  %s get rlp -n %s\n", d.opts.kubectl, d.opts.namespace)
 	d.printf("  curl -i -H 'X-API-Key: me' http://%s/\n", d.addrs.proxy)
+	d.printf("  curl -i -H 'X-API-Key: me' http://%s/   # through Caddy, forward auth\n", d.addrs.caddy)
 	d.printf("  curl -i -d '{\"policy\":\"demo-api\",\"identity\":\"me\"}' http://%s/v1/check\n", d.addrs.check)
 	d.printf("  curl http://%s/metrics | grep ratelimit_sidecar\n", d.addrs.sidecarMetrics)
 	d.printf("  logs: %s\n", filepath.Join(d.dir, "*.log"))

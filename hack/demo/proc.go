@@ -25,6 +25,11 @@ type proc struct {
 
 // startProc runs bin with args, logging to <dir>/<name>.log.
 func (d *demo) startProc(name, bin string, args ...string) (*proc, error) {
+	return d.startProcEnv(name, nil, bin, args...)
+}
+
+// startProcEnv is startProc with env added to the demo's own environment.
+func (d *demo) startProcEnv(name string, env []string, bin string, args ...string) (*proc, error) {
 	logPath := filepath.Join(d.dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -32,6 +37,9 @@ func (d *demo) startProc(name, bin string, args ...string) (*proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -111,6 +119,28 @@ func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) e
 		}
 		if time.Now().After(deadline) {
 			return errors.New(p.name + " not ready at " + url + " after " + timeout.String() + "; see " + p.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitTCP waits until addr accepts connections (a probe request could spend quota).
+func waitTCP(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited early; see %s", p.name, p.log)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", addr, ctx.Err())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New(p.name + " not listening on " + addr + " after " + timeout.String() + "; see " + p.log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -76,7 +76,12 @@ type answer struct {
 
 // send makes one request through the sidecar's proxy.
 func (d *demo) send(ctx context.Context, method, path string, header ...string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.addrs.proxy+path, nil)
+	return d.sendTo(ctx, d.addrs.proxy, method, path, header...)
+}
+
+// sendTo makes one request to the server at addr.
+func (d *demo) sendTo(ctx context.Context, addr, method, path string, header ...string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
 	if err != nil {
 		return answer{}, fmt.Errorf("request: %w", err)
 	}

@@ -23,6 +23,7 @@ func TestDemo(t *testing.T) {
 	if _, err := kube.AssetsDir(); err != nil {
 		kube.Require(t, nil, err)
 	}
+	missing.Tool(t, "caddy", "run the tests with `make test` (hack/proxies.sh installs it)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "run", "./hack/demo", "--kubectl", kubectl, "--namespace", "demo-test")
@@ -34,6 +35,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"policies applied with kubectl, all Ready",
 		"burst: 200 ×5 then 429",
+		"gateway: the same policy through real Caddy with forward auth, 200 ×5 then 429",
 		"bad policy refused by the admission webhook",
 		"cross-namespace policy refused",
 		"tenancy: demo-test and demo-test-b have their own Redis users",
