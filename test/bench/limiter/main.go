@@ -5,7 +5,8 @@
 // limiter (pipelined) and of the sidecar's two gRPC fronts, Envoy RLS and Envoy ext_authz, on
 // the same policies (test/bench/internal/rls),
 // Redis bytes per identity (MEMORY USAGE), and over-admission under 64-way concurrency.
-// Below it: the targets met or missed, the controller's bulk apply (BenchmarkBulkApply in
+// Below it: the targets met or missed, forward auth through real Caddy and nginx against a
+// direct-upstream baseline (test/bench/internal/forwardauthbench), the controller's bulk apply (BenchmarkBulkApply in
 // test/integration/controller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
 // 3 primaries. Every throughput and latency cell is the median of -reps short runs.
 //
@@ -50,6 +51,7 @@ type config struct {
 	overCallers   int
 	cluster       string
 	controller    bool
+	gateways      bool
 	envtestPkg    string
 	updateDoc     string
 	cpuProfile    string
@@ -58,7 +60,7 @@ type config struct {
 func defaultConfig() config {
 	return config{duration: 2 * time.Second, reps: 3, callers: 64, wideCallers: 256, identities: 10000, benchCalls: 150000,
 		conns: 2, client: string(rls.Lean), streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
-		cluster: "1,2,3", controller: true, envtestPkg: "./test/integration/controller/"}
+		cluster: "1,2,3", controller: true, gateways: true, envtestPkg: "./test/integration/controller/"}
 }
 
 func main() {
@@ -79,6 +81,7 @@ func main() {
 	flag.IntVar(&c.overCallers, "overadmit-callers", c.overCallers, "goroutines in the over-admission check, spread over the clients")
 	flag.StringVar(&c.cluster, "cluster", c.cluster, "Redis Cluster primaries to measure, comma-separated; empty skips the section")
 	flag.BoolVar(&c.controller, "controller", c.controller, "run BenchmarkBulkApply (needs KUBEBUILDER_ASSETS; `make bench` sets it)")
+	flag.BoolVar(&c.gateways, "gateways", c.gateways, "measure forward auth through real Caddy and nginx against the direct upstream (needs `make proxies`)")
 	flag.StringVar(&c.envtestPkg, "envtest-pkg", c.envtestPkg, "package holding BenchmarkBulkApply, relative to the working directory")
 	flag.StringVar(&c.updateDoc, "update-doc", c.updateDoc, "also write the output between the <!-- results --> markers of this file (docs/benchmarks.md)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", c.cpuProfile, "write a CPU profile of this process (generator, limiter, gRPC front) to this file")

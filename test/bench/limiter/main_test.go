@@ -21,7 +21,8 @@ func requireTools(t *testing.T) {
 }
 
 // smallConfig is the default configuration with tiny numbers: reps repetitions, Redis
-// Clusters of the sizes in cluster, no controller section. It skips (fails under CI) the
+// Clusters of the sizes in cluster, no controller section and no gateway section (the
+// forwardauthbench package tests its own run). It skips (fails under CI) the
 // test without redis-server and redis-benchmark.
 func smallConfig(t *testing.T, reps int, cluster string) config {
 	t.Helper()
@@ -29,7 +30,7 @@ func smallConfig(t *testing.T, reps int, cluster string) config {
 	c := defaultConfig()
 	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, reps, 8, 16, 50, 3000
 	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
-	c.cluster, c.controller = cluster, false
+	c.cluster, c.controller, c.gateways = cluster, false, false
 	return c
 }
 

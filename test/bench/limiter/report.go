@@ -50,6 +50,7 @@ func printReport(w io.Writer, c config, rep *report) {
 	p("%s\n", mainTable(c, rep.rows))
 	printNotes(p, c, rep.rows)
 	p("### Targets\n\n%s\n", targetsTable(c, rep.rows))
+	printGateways(p, c, rep)
 	printController(p, rep.controller)
 	printCluster(p, c, rep)
 }
@@ -383,4 +384,17 @@ func (t *table) String() string {
 		line(r, fill)
 	}
 	return b.String()
+}
+
+// printGateways prints forward auth through real Caddy and nginx beside the direct upstream.
+func printGateways(p func(string, ...any), c config, rep *report) {
+	if !c.gateways {
+		return
+	}
+	p("### Forward auth through real proxies\n\n")
+	if rep.gatewayErr != nil {
+		p("not measured: %s\n\n", firstLine(rep.gatewayErr.Error()))
+		return
+	}
+	p("%s\n", rep.gateways.Markdown())
 }

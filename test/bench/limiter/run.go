@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/forwardauthbench"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
@@ -26,6 +27,8 @@ type report struct {
 	machine    machine
 	rows       []*row
 	controller controllerResult
+	gateways   forwardauthbench.Result
+	gatewayErr error
 	cluster    []clusterRow
 	clusterErr error
 	loadEnd    string
@@ -84,6 +87,11 @@ func run(ctx context.Context, c config) (*report, error) {
 	if primaries, _ := parsePrimaries(c.cluster); len(primaries) > 0 {
 		rep.cluster, rep.clusterErr = measureCluster(ctx, c, primaries)
 		errs = append(errs, rep.clusterErr)
+	}
+	if c.gateways {
+		progress("forward auth through Caddy and nginx")
+		rep.gateways, rep.gatewayErr = forwardauthbench.Run(ctx, forwardauthbench.Config{Duration: c.duration, Runs: c.reps})
+		errs = append(errs, rep.gatewayErr)
 	}
 	if c.controller {
 		rep.controller = runController(ctx, c)
