@@ -79,7 +79,7 @@ test: manifests generate vet envtest redis promtool proxies ## Run every test ag
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: bench
-bench: redis envtest ## Print the benchmark table: scripts, limiter, sidecar gRPC, controller, Redis Cluster (docs/benchmarks.md; BENCH_ARGS=flags, BENCH_GO=1 adds Go micro-benchmarks).
+bench: redis envtest proxies ## Print the benchmark table: scripts, limiter, sidecar gRPC (RLS, ext_authz), forward auth through Caddy and nginx, controller, Redis Cluster (docs/benchmarks.md; BENCH_ARGS=flags, BENCH_GO=1 adds Go micro-benchmarks).
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./test/bench/limiter $(BENCH_ARGS)
 	@if [ -n "$(BENCH_GO)" ]; then go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/; fi
 
