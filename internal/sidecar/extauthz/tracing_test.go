@@ -40,13 +40,7 @@ func TestCheckTracing(t *testing.T) {
 		if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != traceID || f.Parent.SpanID().String() != parentID {
 			t.Errorf("check %d: front span kind %v trace %s parent %s", i, f.SpanKind, f.SpanContext.TraceID(), f.Parent.SpanID())
 		}
-		var result string
-		for _, kv := range f.Attributes {
-			if kv.Key == tracing.AttrResult {
-				result = kv.Value.AsString()
-			}
-		}
-		if result != want {
+		if result := sidecartest.Attr(f, tracing.AttrResult); result != want {
 			t.Errorf("check %d: front result %q, want %q", i, result, want)
 		}
 		decide := byParent[f.SpanContext.SpanID()]

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,11 +224,21 @@ func Spans(t testing.TB, stubs tracetest.SpanStubs, front string, secrets ...str
 		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
 		for _, kv := range s.Attributes {
 			for _, secret := range secrets {
-				if strings.Contains(kv.Value.Emit(), secret) {
+				if strings.Contains(kv.Value.String(), secret) {
 					t.Errorf("span %s attribute %s holds %q", s.Name, kv.Key, secret)
 				}
 			}
 		}
 	}
 	return fronts, byParent
+}
+
+// Attr is the value of span s's attribute key as text, or "" when s has none.
+func Attr(s tracetest.SpanStub, key attribute.Key) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
 }

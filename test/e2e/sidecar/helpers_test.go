@@ -109,10 +109,10 @@ func (p *sidecarProc) stop(t *testing.T) error {
 	return nil
 }
 
-// waitStatus polls url until it answers want, failing when the sidecar exits or 30s pass.
-func waitStatus(t *testing.T, p *sidecarProc, url string, want int) {
+// waitOK polls url until it answers 200, failing when the sidecar exits or 30s pass.
+func waitOK(t *testing.T, p *sidecarProc, url string) {
 	t.Helper()
-	wait.HTTPStatus(t, nil, url, want, 30*time.Second, func() error {
+	wait.HTTPStatus(t, nil, url, 200, 30*time.Second, func() error {
 		select {
 		case err := <-p.exited:
 			return fmt.Errorf("sidecar %w", wait.Exit(err))

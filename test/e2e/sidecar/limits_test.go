@@ -49,7 +49,7 @@ func startLimitsRig(t *testing.T) *limitsRig {
 		"--http-read-header-timeout", limReadHeader.String(), "--http-read-timeout", limRead.String(),
 		"--http-write-timeout", limWrite.String(), "--http-idle-timeout", limIdle.String(),
 		"--http-max-header-bytes", fmt.Sprint(limMaxHeader))
-	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)
+	waitOK(t, r.proc, "http://"+r.metrics+"/readyz")
 	return r
 }
 

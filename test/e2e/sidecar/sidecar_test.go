@@ -43,7 +43,7 @@ func startRig(t *testing.T, withRedisFlag bool) *rig {
 		args = append(args, "--redis-addrs", r.redis.Addr())
 	}
 	r.proc = startSidecar(t, proc.MustBuild(t, "cmd/sidecar"), args...)
-	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)
+	waitOK(t, r.proc, "http://"+r.metrics+"/readyz")
 	return r
 }
 
@@ -141,7 +141,7 @@ func TestSidecarBeforeAnyPolicy(t *testing.T) {
 	r.proc = startSidecar(t, proc.MustBuild(t, "cmd/sidecar"), "--namespace", namespace, "--snapshot-file", vol.path(),
 		"--upstream", upstream.URL, "--proxy-bind-address", r.proxy, "--http-bind-address", "",
 		"--grpc-bind-address", "", "--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--redis-timeout", "2s")
-	waitStatus(t, r.proc, "http://"+r.metrics+"/readyz", 200)
+	waitOK(t, r.proc, "http://"+r.metrics+"/readyz")
 	for range 5 {
 		if resp := r.get(t, "/api/x", "alice"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
 			t.Fatalf("without policies: %d %v", resp.StatusCode, resp.Header)

@@ -150,7 +150,7 @@ func tracedSidecar(t *testing.T, bin string, env []string) []string {
 		"--proxy-bind-address", proxyAddr, "--http-bind-address", checkAddr, "--grpc-bind-address", wait.FreeAddr(t),
 		"--metrics-bind-address", metrics, "--drain-delay", "0s", "--shutdown-grace", "5s", "--redis-timeout", "2s",
 		"--redis-addrs", redis.Addr())
-	waitStatus(t, p, "http://"+metrics+"/readyz", 200)
+	waitOK(t, p, "http://"+metrics+"/readyz")
 	for i, want := range []int{200, 200, 429} {
 		req, err := http.NewRequest(http.MethodGet, "http://"+proxyAddr+"/api/orders", nil)
 		must(t, err)
