@@ -96,51 +96,50 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitHTTP polls url until it answers 200, p exits, or timeout passes.
+// waitHTTP waits until url answers 200.
 func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited early; see %s", p.name, p.log)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", url, ctx.Err())
-		default:
-		}
+	return waitUntil(ctx, p, url, timeout, func() bool {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("probe %s: %w", url, err)
+			return false
 		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return errors.New(p.name + " not ready at " + url + " after " + timeout.String() + "; see " + p.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // waitTCP waits until addr accepts connections (a probe request could spend quota).
 func waitTCP(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
+	return waitUntil(ctx, p, addr, timeout, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
+}
+
+// waitUntil polls ready every 100ms until it holds, failing when p exits, ctx ends or
+// timeout passes; what names what is waited for.
+func waitUntil(ctx context.Context, p *proc, what string, timeout time.Duration, ready func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
 		case <-p.exited:
 			return fmt.Errorf("%s exited early; see %s", p.name, p.log)
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", addr, ctx.Err())
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = c.Close()
+		if ready() {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New(p.name + " not listening on " + addr + " after " + timeout.String() + "; see " + p.log)
+			return errors.New(p.name + " not ready at " + what + " after " + timeout.String() + "; see " + p.log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
