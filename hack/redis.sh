@@ -5,20 +5,12 @@
 # stopped again (by its pidfile or `redis-cli shutdown nosave`, never by process name) so the
 # tests, which use their own private servers on free ports, do not share a stray daemon.
 set -euo pipefail
+name=redis
+# shellcheck source=lib/packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/packages.sh"
 
 have_redis() {
   command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1
-}
-
-as_root() {
-  if [[ $(id -u) -eq 0 ]]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    echo "redis: need root (or sudo) to run: $*" >&2
-    exit 1
-  fi
 }
 
 default_port_up() {
@@ -30,9 +22,7 @@ default_port_up() {
 stop_package_service() {
   default_port_up || return 0
   echo "redis: stopping the packaged redis-server the install started on port 6379" >&2
-  if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
-    as_root systemctl disable --now redis-server >/dev/null 2>&1 || true
-  fi
+  disable_service redis-server
   local pidfile=/run/redis/redis-server.pid pid
   if default_port_up && [[ -s $pidfile ]]; then
     pid=$(<"$pidfile")
@@ -53,10 +43,7 @@ stop_package_service() {
 install_redis() {
   local was_up=false
   if command -v redis-cli >/dev/null 2>&1 && default_port_up; then was_up=true; fi
-  echo "redis: installing redis-server and redis-tools with apt-get" >&2
-  as_root apt-get update
-  as_root env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends redis-server redis-tools
+  apt_install redis-server redis-tools
   [[ $was_up == true ]] || stop_package_service
 }
 
