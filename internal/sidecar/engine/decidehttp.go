@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 )
@@ -28,13 +29,7 @@ func (e *BadRequestError) Unwrap() error { return e.Err }
 // form "/a?q", absolute form, or "*" for OPTIONS), as every front that judges whole HTTP
 // requests reads it. A refused path is a BadRequestError naming the path.
 func ParseTarget(method, target string) (httppath.Path, string, error) {
-	query := ""
-	for i := 0; i < len(target); i++ {
-		if target[i] == '?' {
-			query = target[i+1:]
-			break
-		}
-	}
+	_, query, _ := strings.Cut(target, "?")
 	p, err := httppath.ParseTarget(method, httppath.TargetPath(target))
 	if err != nil {
 		return httppath.Path{}, "", &BadRequestError{Err: fmt.Errorf("path: %w", err)}
