@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,17 +20,9 @@ func (d *demo) gateway(ctx context.Context) error {
 	if err := d.startCaddy(ctx); err != nil {
 		return err
 	}
-	var codes []int
-	for i := 1; i <= 7; i++ {
-		a, err := d.sendTo(ctx, d.addrs.caddy, http.MethodGet, "/orders", "X-API-Key", "carol")
-		if err != nil {
-			return err
-		}
-		codes = append(codes, a.code)
-		d.say("#%d  %s", i, a)
-		if i == 7 {
-			d.say("    body: %s", a.body)
-		}
+	codes, err := d.sendBurst(ctx, d.addrs.caddy, "carol")
+	if err != nil {
+		return err
 	}
 	if fmt.Sprint(codes) != "[200 200 200 200 200 429 429]" {
 		return fmt.Errorf("burst through Caddy answered %v, want 5×200 then 429s", codes)

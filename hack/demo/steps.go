@@ -112,17 +112,9 @@ func (a answer) String() string {
 // burst sends 7 requests as one caller: 5 admitted, then 429 with headers.
 func (d *demo) burst(ctx context.Context) error {
 	d.step("A burst of 7 requests as X-API-Key: alice (policy demo-api: 5 per 10s)")
-	var codes []int
-	for i := 1; i <= 7; i++ {
-		a, err := d.send(ctx, http.MethodGet, "/orders", "X-API-Key", "alice")
-		if err != nil {
-			return err
-		}
-		codes = append(codes, a.code)
-		d.say("#%d  %s", i, a)
-		if i == 7 {
-			d.say("    body: %s", a.body)
-		}
+	codes, err := d.sendBurst(ctx, d.addrs.proxy, "alice")
+	if err != nil {
+		return err
 	}
 	b, err := d.send(ctx, http.MethodGet, "/orders", "X-API-Key", "bob")
 	if err != nil {
@@ -222,4 +214,22 @@ func (d *demo) killRedis(ctx context.Context) error {
 	}
 	d.done(fmt.Sprintf("Redis down: FailOpen admitted, FailClosed refused (answered in %s)", took))
 	return nil
+}
+
+// sendBurst sends 7 GET /orders to addr as caller key, showing each answer and the last
+// body, and returns the status codes.
+func (d *demo) sendBurst(ctx context.Context, addr, key string) ([]int, error) {
+	var codes []int
+	for i := 1; i <= 7; i++ {
+		a, err := d.sendTo(ctx, addr, http.MethodGet, "/orders", "X-API-Key", key)
+		if err != nil {
+			return nil, err
+		}
+		codes = append(codes, a.code)
+		d.say("#%d  %s", i, a)
+		if i == 7 {
+			d.say("    body: %s", a.body)
+		}
+	}
+	return codes, nil
 }

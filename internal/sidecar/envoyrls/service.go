@@ -86,7 +86,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		resp.Statuses[i] = st
-		s.logOutcomes(req.GetDomain(), i, outs)
+		engine.LogDenials(s.Log, FrontName, outs, "domain", loggedDomain(req.GetDomain()), "descriptor", i)
 		if len(plans) == 1 {
 			all = outs // the common case: no copy
 		} else {
@@ -248,25 +248,6 @@ func headerValues(fields []ratelimitheaders.Field) []*corev3.HeaderValue {
 		out[i] = &values[i]
 	}
 	return out
-}
-
-// logOutcomes logs, at V(1), every denial and every denial a shadow policy let through. The
-// identity is not logged: it is often a credential such as an API key.
-func (s *Service) logOutcomes(domain string, descriptor int, outs []engine.Outcome) {
-	log := s.Log.V(1)
-	if !log.Enabled() {
-		return
-	}
-	for i := range outs {
-		o := &outs[i]
-		if o.Allowed && !o.Shadowed {
-			continue
-		}
-		d := &o.Decision
-		log.Info("rate limit denied", "front", FrontName, "domain", loggedDomain(domain),
-			"descriptor", descriptor, "policy", o.Rule.Name(), "result", o.Result(),
-			"limit", d.DeniedBy, "source", string(d.Source), "retryAfter", d.RetryAfter.Round(time.Millisecond))
-	}
 }
 
 // loggedDomain is domain as logged: at most maxLoggedDomain bytes of it, then "...".

@@ -12,7 +12,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,14 +42,14 @@ type envoyHarness struct {
 	client rlsv3.RateLimitServiceClient
 	store  *engine.Store
 	reg    *prometheus.Registry
-	logs   *envoyLogs
+	logs   *sidecartest.Logs
 }
 
 // envoyStart serves policies with a limiter built with opts.
 func envoyStart(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLimitPolicy) *envoyHarness {
 	t.Helper()
 	rig := sidecartest.Start(t, opts, policies...)
-	log, logs := envoyLogger()
+	log, logs := sidecartest.Logger()
 	es := &envoyrls.Service{Log: log, Engine: rig.Engine}
 	return &envoyHarness{t: t, client: envoyServe(t, es), store: rig.Store, reg: rig.Reg, logs: logs}
 }
@@ -72,31 +71,6 @@ func envoyServe(t *testing.T, es *envoyrls.Service) rlsv3.RateLimitServiceClient
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return rlsv3.NewRateLimitServiceClient(conn)
-}
-
-// envoyLogs collects log lines.
-type envoyLogs struct{ lines chan string }
-
-func envoyLogger() (logr.Logger, *envoyLogs) {
-	l := &envoyLogs{lines: make(chan string, 1000)}
-	return funcr.New(func(prefix, args string) {
-		select {
-		case l.lines <- prefix + " " + args:
-		default:
-		}
-	}, funcr.Options{Verbosity: 1}), l
-}
-
-func (l *envoyLogs) all() []string {
-	var out []string
-	for {
-		select {
-		case s := <-l.lines:
-			out = append(out, s)
-		default:
-			return out
-		}
-	}
 }
 
 // envoyDesc is a descriptor of key, value pairs.
@@ -230,7 +204,7 @@ func TestEnvoyDenialLogsNoIdentity(t *testing.T) {
 	req := envoyReq(0, envoyDesc("route", "/api", "user", "secret-api-key-123"))
 	h.envoyCall(t, req)
 	h.envoyCall(t, req)
-	lines := h.logs.all()
+	lines := h.logs.All()
 	denied := 0
 	for _, l := range lines {
 		if strings.Contains(l, "secret-api-key-123") {

@@ -1,13 +1,11 @@
 package envoyrls_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -35,7 +33,7 @@ func TestEnvoyTracing(t *testing.T) {
 			t.Fatalf("call %d: %v %v, want %v", i, resp.GetOverallCode(), err, want)
 		}
 	}
-	front, byParent := envoySpans(t, exp.GetSpans(), identity)
+	front, byParent := sidecartest.Spans(t, exp.GetSpans(), "ratelimit.envoy", identity)
 	if len(front) != 2 {
 		t.Fatalf("%d ratelimit.envoy spans, want 2", len(front))
 	}
@@ -44,7 +42,7 @@ func TestEnvoyTracing(t *testing.T) {
 		if f.SpanKind != trace.SpanKindServer || f.SpanContext.TraceID().String() != traceID || f.Parent.SpanID().String() != parentID {
 			t.Errorf("call %d: front span kind %v trace %s parent %s", i, f.SpanKind, f.SpanContext.TraceID(), f.Parent.SpanID())
 		}
-		if got := attrOf(f, tracing.AttrResult); got != want {
+		if got := sidecartest.Attr(f, tracing.AttrResult); got != want {
 			t.Errorf("call %d: front result %s, want %s", i, got, want)
 		}
 		decide := byParent[f.SpanContext.SpanID()]
@@ -55,33 +53,4 @@ func TestEnvoyTracing(t *testing.T) {
 			t.Errorf("call %d: children of the decide span %v", i, redis)
 		}
 	}
-}
-
-// envoySpans are the ratelimit.envoy spans of stubs and every span by its parent; it fails
-// the test when an attribute holds the identity.
-func envoySpans(t *testing.T, stubs tracetest.SpanStubs, identity string) ([]tracetest.SpanStub, map[trace.SpanID][]tracetest.SpanStub) {
-	t.Helper()
-	var front []tracetest.SpanStub
-	byParent := map[trace.SpanID][]tracetest.SpanStub{}
-	for _, s := range stubs {
-		if s.Name == "ratelimit.envoy" {
-			front = append(front, s)
-		}
-		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
-		for _, kv := range s.Attributes {
-			if strings.Contains(kv.Value.String(), identity) {
-				t.Errorf("span %s attribute %s holds the identity", s.Name, kv.Key)
-			}
-		}
-	}
-	return front, byParent
-}
-
-func attrOf(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }

@@ -70,7 +70,7 @@ func TestCheckBurstThenDeny(t *testing.T) {
 func wantOneDenialLogged(t *testing.T, h *harness, policy, identity string) {
 	t.Helper()
 	var denials int
-	for _, l := range h.logs.all() {
+	for _, l := range h.logs.All() {
 		if strings.Contains(l, identity) {
 			t.Errorf("log names the identity: %s", l)
 		}

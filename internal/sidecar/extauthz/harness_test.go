@@ -12,7 +12,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -32,14 +31,14 @@ type harness struct {
 	rig   *sidecartest.Rig
 	authz authv3.AuthorizationClient
 	rls   rlsv3.RateLimitServiceClient
-	logs  *logLines
+	logs  *sidecartest.Logs
 }
 
 // start serves policies with a limiter built with opts.
 func start(t *testing.T, opts limiter.Options, policies ...*v1alpha1.RateLimitPolicy) *harness {
 	t.Helper()
 	rig := sidecartest.Start(t, opts, policies...)
-	log, logs := logger()
+	log, logs := sidecartest.Logger()
 	authz, rls := serve(t, rig.Engine, log)
 	return &harness{rig: rig, authz: authz, rls: rls, logs: logs}
 }
@@ -64,31 +63,6 @@ func serve(t *testing.T, e *engine.Engine, log logr.Logger) (authv3.Authorizatio
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return authv3.NewAuthorizationClient(conn), rlsv3.NewRateLimitServiceClient(conn)
-}
-
-// logLines collects log lines.
-type logLines struct{ lines chan string }
-
-func logger() (logr.Logger, *logLines) {
-	l := &logLines{lines: make(chan string, 1000)}
-	return funcr.New(func(prefix, args string) {
-		select {
-		case l.lines <- prefix + " " + args:
-		default:
-		}
-	}, funcr.Options{Verbosity: 1}), l
-}
-
-func (l *logLines) all() []string {
-	var out []string
-	for {
-		select {
-		case s := <-l.lines:
-			out = append(out, s)
-		default:
-			return out
-		}
-	}
 }
 
 // request is a CheckRequest shaped as Envoy sends it with encode_raw_headers: host with a

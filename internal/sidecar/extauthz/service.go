@@ -3,7 +3,6 @@ package extauthz
 import (
 	"context"
 	"errors"
-	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/go-logr/logr"
@@ -64,29 +63,11 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		tracing.EndFront(span, tracing.ResultError, 0)
 		return badRequest(err), nil
 	}
-	s.logOutcomes(outs)
+	engine.LogDenials(s.Log, FrontName, outs)
 	result := tracing.ResultAllowed
 	if engine.Denial(outs) != nil {
 		result = tracing.ResultDenied
 	}
 	tracing.EndFront(span, result, len(outs))
 	return decision(outs), nil
-}
-
-// logOutcomes logs, at V(1), every denial and every denial a shadow policy let through. The
-// identity is not logged: it is often a credential such as an API key.
-func (s *Service) logOutcomes(outs []engine.Outcome) {
-	log := s.Log.V(1)
-	if !log.Enabled() {
-		return
-	}
-	for i := range outs {
-		o := &outs[i]
-		if o.Allowed && !o.Shadowed {
-			continue
-		}
-		d := &o.Decision
-		log.Info("rate limit denied", "front", FrontName, "policy", o.Rule.Name(), "result", o.Result(),
-			"limit", d.DeniedBy, "source", string(d.Source), "retryAfter", d.RetryAfter.Round(time.Millisecond))
-	}
 }

@@ -110,15 +110,6 @@ func names(stubs tracetest.SpanStubs) []string {
 	return n
 }
 
-func attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
-
 // checkNoSecrets fails when any attribute of any span (or its resource, events, status)
 // equals or contains the identity, a header value or the request id.
 func checkNoSecrets(t *testing.T, stubs tracetest.SpanStubs) {
@@ -183,7 +174,7 @@ func checkAdmitted(t *testing.T, first requestSpans) {
 	if f.SpanContext.TraceState().String() != callerState {
 		t.Errorf("tracestate %q, want the caller's %q", f.SpanContext.TraceState().String(), callerState)
 	}
-	if attr(f, tracing.AttrResult) != "allowed" || attr(f, tracing.AttrHTTPStatus) != "200" || attr(f, tracing.AttrPolicies) != "1" {
+	if sidecartest.Attr(f, tracing.AttrResult) != "allowed" || sidecartest.Attr(f, tracing.AttrHTTPStatus) != "200" || sidecartest.Attr(f, tracing.AttrPolicies) != "1" {
 		t.Errorf("front span attributes %v", f.Attributes)
 	}
 	if len(first.decide) != 1 || len(first.redis) != 1 {
@@ -197,11 +188,11 @@ func checkDecideRedis(t *testing.T, d, r tracetest.SpanStub) {
 	t.Helper()
 	for k, want := range map[attribute.Key]string{tracing.AttrPolicy: "orders", tracing.AttrResult: "allowed",
 		tracing.AttrSource: "Redis", tracing.AttrLimit: "per-minute", tracing.AttrFront: "proxy", tracing.AttrCost: "1"} {
-		if got := attr(d, k); got != want {
+		if got := sidecartest.Attr(d, k); got != want {
 			t.Errorf("decide span %s = %q, want %q", k, got, want)
 		}
 	}
-	if r.Name != "EVALSHA" || r.SpanKind != trace.SpanKindClient || attr(r, "db.system") != "redis" ||
+	if r.Name != "EVALSHA" || r.SpanKind != trace.SpanKindClient || sidecartest.Attr(r, "db.system") != "redis" ||
 		r.SpanContext.TraceID().String() != callerTraceID {
 		t.Errorf("Redis span %s kind %v attrs %v", r.Name, r.SpanKind, r.Attributes)
 	}
@@ -228,16 +219,16 @@ func checkUpstreamParent(t *testing.T, p *proxyRig, req requestSpans) {
 // answer has no Redis span.
 func checkDenied(t *testing.T, denied, cached requestSpans) {
 	t.Helper()
-	if attr(denied.front, tracing.AttrResult) != "denied" || attr(denied.front, tracing.AttrHTTPStatus) != "429" {
+	if sidecartest.Attr(denied.front, tracing.AttrResult) != "denied" || sidecartest.Attr(denied.front, tracing.AttrHTTPStatus) != "429" {
 		t.Errorf("denied front span %v", denied.front.Attributes)
 	}
-	if len(denied.decide) != 1 || attr(denied.decide[0], tracing.AttrResult) != "denied" ||
-		attr(denied.decide[0], tracing.AttrSource) != "Redis" || attr(denied.decide[0], tracing.AttrRetryAfterMs) == "" ||
+	if len(denied.decide) != 1 || sidecartest.Attr(denied.decide[0], tracing.AttrResult) != "denied" ||
+		sidecartest.Attr(denied.decide[0], tracing.AttrSource) != "Redis" || sidecartest.Attr(denied.decide[0], tracing.AttrRetryAfterMs) == "" ||
 		len(denied.redis) != 1 {
 		t.Errorf("denial: decide %v, %d Redis spans", denied.decide, len(denied.redis))
 	}
-	if len(cached.decide) != 1 || attr(cached.decide[0], tracing.AttrSource) != "DenyCache" ||
-		attr(cached.decide[0], tracing.AttrResult) != "denied" || len(cached.redis) != 0 {
+	if len(cached.decide) != 1 || sidecartest.Attr(cached.decide[0], tracing.AttrSource) != "DenyCache" ||
+		sidecartest.Attr(cached.decide[0], tracing.AttrResult) != "denied" || len(cached.redis) != 0 {
 		t.Errorf("deny cache: decide %v, %d Redis spans (Redis was not asked)", cached.decide, len(cached.redis))
 	}
 }
@@ -267,8 +258,8 @@ func TestProxyTracingWithoutRedis(t *testing.T) {
 			t.Fatalf("%s: %d decide spans, %d Redis spans; want 1 and none", want.source, len(r.decide), len(r.redis))
 		}
 		d := r.decide[0]
-		if attr(d, tracing.AttrSource) != want.source || attr(d, tracing.AttrResult) != want.result ||
-			d.Status.Code != codes.Error || attr(d, tracing.AttrErrorType) == "" {
+		if sidecartest.Attr(d, tracing.AttrSource) != want.source || sidecartest.Attr(d, tracing.AttrResult) != want.result ||
+			d.Status.Code != codes.Error || sidecartest.Attr(d, tracing.AttrErrorType) == "" {
 			t.Errorf("%s: decide span %v status %v", want.source, d.Attributes, d.Status)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
@@ -241,4 +243,32 @@ func Attr(s tracetest.SpanStub, key attribute.Key) string {
 		}
 	}
 	return ""
+}
+
+// Logs collects the lines a Logger writes (up to 1000), for tests that read what a front
+// logged.
+type Logs struct{ lines chan string }
+
+// Logger is a logger at V(1) writing into the returned Logs.
+func Logger() (logr.Logger, *Logs) {
+	l := &Logs{lines: make(chan string, 1000)}
+	return funcr.New(func(prefix, args string) {
+		select {
+		case l.lines <- prefix + " " + args:
+		default:
+		}
+	}, funcr.Options{Verbosity: 1}), l
+}
+
+// All drains and returns the lines written so far.
+func (l *Logs) All() []string {
+	var out []string
+	for {
+		select {
+		case s := <-l.lines:
+			out = append(out, s)
+		default:
+			return out
+		}
+	}
 }
