@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
+)
+
+// ReasonNotAttached is Published's reason for a policy with targetRefs that governs no
+// traffic: its targets are missing, conflicted or overridden (status.ancestors says which).
+const ReasonNotAttached = "NotAttached"
+
+// setAncestors writes status.ancestors from res, keeping each condition's transition time
+// while its status holds.
+func setAncestors(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
+	if res == nil {
+		p.Status.Ancestors = nil
+		return
+	}
+	out := make([]gwapiv1.PolicyAncestorStatus, 0, len(res.Ancestors))
+	for _, a := range res.Ancestors {
+		st := gwapiv1.PolicyAncestorStatus{AncestorRef: a.Ref, ControllerName: v1alpha1.ControllerName}
+		if prev := findAncestor(p.Status.Ancestors, a.Ref); prev != nil {
+			st.Conditions = append([]metav1.Condition(nil), prev.Conditions...)
+		}
+		meta.SetStatusCondition(&st.Conditions, ancestorCondition(p, string(gwapiv1.PolicyConditionAccepted), a.Accepted))
+		meta.SetStatusCondition(&st.Conditions, ancestorCondition(p, v1alpha1.AncestorConditionEnforced, a.Enforced))
+		out = append(out, st)
+	}
+	p.Status.Ancestors = out
+}
+
+func ancestorCondition(p *v1alpha1.RateLimitPolicy, typ string, c attachment.Condition) metav1.Condition {
+	status := metav1.ConditionFalse
+	if c.OK {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: status, Reason: c.Reason, Message: c.Message, ObservedGeneration: p.Generation}
+}
+
+func findAncestor(list []gwapiv1.PolicyAncestorStatus, ref gwapiv1.ParentReference) *gwapiv1.PolicyAncestorStatus {
+	for i := range list {
+		if list[i].ControllerName == v1alpha1.ControllerName && equality.Semantic.DeepEqual(list[i].AncestorRef, ref) {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// notAttached reports a policy with targetRefs that governs nothing.
+func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
+	var why []string
+	for _, a := range res.Ancestors {
+		c := a.Enforced
+		if !a.Accepted.OK {
+			c = a.Accepted
+		}
+		why = append(why, c.Reason+": "+c.Message)
+	}
+	msg := "the policy governs no traffic"
+	if len(why) > 0 {
+		msg += ": " + strings.Join(why, "; ")
+	}
+	p.Status.Snapshot = nil
+	setCondition(p, v1alpha1.ConditionPublished, false, ReasonNotAttached, msg)
+}
+
+// attach resolves p's targets, writes its ancestors and data plane objects, and returns the
+// policy as the sidecars run it; ok is false when it governs nothing (Published says why).
+func (r *PolicyReconciler) attach(ctx context.Context, p *v1alpha1.RateLimitPolicy) (eff *v1alpha1.RateLimitPolicy, ok bool, err error) {
+	if len(p.Spec.TargetRefs) == 0 {
+		p.Status.Ancestors = nil
+		return p, true, r.DataPlane.Remove(ctx, p)
+	}
+	res, err := r.Gateways.ResolveFor(ctx, p)
+	if err != nil {
+		return nil, false, err
+	}
+	setAncestors(p, res)
+	if err := r.DataPlane.Sync(ctx, p, res); err != nil {
+		return nil, false, err
+	}
+	eff, ok = attachment.Effective(p, res)
+	if !ok {
+		notAttached(p, res)
+	}
+	return eff, ok, nil
+}
