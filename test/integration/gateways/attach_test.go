@@ -183,10 +183,17 @@ func checkSecurityPolicy(t *testing.T, r *attachRig, policy, kind, target string
 	t.Helper()
 	u := dataPlaneObject(t, r, controller.SecurityPolicyGVK, policy)
 	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "targetRefs")
+	if got, want := fmt.Sprint(refs), fmt.Sprintf("[map[group:gateway.networking.k8s.io kind:%s name:%s]]", kind, target); got != want {
+		t.Errorf("SecurityPolicy targetRefs %s, want %s", got, want)
+	}
+	// The API server defaults group "", kind Service and weight; no namespace: the policy's own.
 	backends, _, _ := unstructured.NestedSlice(u.Object, "spec", "extAuth", "grpc", "backendRefs")
-	want := fmt.Sprintf("[map[group:gateway.networking.k8s.io kind:%s name:%s]] [map[name:ratelimit-service port:8081]]", kind, target)
-	if got := fmt.Sprint(refs, " ", backends); got != want {
-		t.Errorf("SecurityPolicy targetRefs and backendRefs %s, want %s", got, want)
+	if len(backends) != 1 {
+		t.Fatalf("SecurityPolicy backendRefs %v, want one", backends)
+	}
+	b, _ := backends[0].(map[string]any)
+	if b["name"] != "ratelimit-service" || fmt.Sprint(b["port"]) != "8081" || b["kind"] != "Service" || b["namespace"] != nil {
+		t.Errorf("SecurityPolicy backendRef %v, want Service ratelimit-service:8081 of the policy's namespace", b)
 	}
 }
 
