@@ -38,6 +38,6 @@ func (g *gatewayOptions) config() (controller.GatewayConfig, error) {
 	if g.service == "" {
 		return controller.GatewayConfig{}, fmt.Errorf("--gateway-extauthz-service: empty")
 	}
-	return controller.GatewayConfig{Implementations: impls, Service: g.service, Port: int32(g.port), //nolint:gosec // checked above
+	return controller.GatewayConfig{Implementations: impls, Service: g.service, Port: int32(g.port),
 		IstioProvider: g.istioProvider}, nil
 }

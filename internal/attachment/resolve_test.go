@@ -22,9 +22,10 @@ func gateway(name string, hosts ...string) gwapiv1.Gateway {
 	return g
 }
 
-func httpRoute(name, gw string, hosts []string, rules ...gwapiv1.HTTPRouteRule) gwapiv1.HTTPRoute {
+// httpRoute is a route on the Gateway "gw".
+func httpRoute(name string, hosts []string, rules ...gwapiv1.HTTPRouteRule) gwapiv1.HTTPRoute {
 	r := gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	r.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: gwapiv1.ObjectName(gw)}}
+	r.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: "gw"}}
 	for _, h := range hosts {
 		r.Spec.Hostnames = append(r.Spec.Hostnames, gwapiv1.Hostname(h))
 	}
@@ -64,9 +65,9 @@ func ancestor(t *testing.T, r *Result, name string) Ancestor {
 // prefixes (Exact as a prefix) and methods; a route without hostnames takes its listeners'.
 func TestRouteDerivesMatch(t *testing.T) {
 	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw", "b.example.com")}, HTTPRoutes: []gwapiv1.HTTPRoute{
-		httpRoute("a", "gw", []string{"a.example.com"}, pathRule(gwapiv1.PathMatchPathPrefix, "/api", "POST"),
+		httpRoute("a", []string{"a.example.com"}, pathRule(gwapiv1.PathMatchPathPrefix, "/api", "POST"),
 			pathRule(gwapiv1.PathMatchExact, "/login", "")),
-		httpRoute("b", "gw", nil, gwapiv1.HTTPRouteRule{}),
+		httpRoute("b", nil, gwapiv1.HTTPRouteRule{}),
 	}}
 	got := Resolve(in, []v1alpha1.RateLimitPolicy{attached("pa", 2, "", "HTTPRoute", "a"), attached("pb", 1, "", "HTTPRoute", "b")})
 	want := []v1alpha1.HTTPMatch{
@@ -88,8 +89,8 @@ func TestRouteDerivesMatch(t *testing.T) {
 // yield to a route policy; an overrides policy takes every route from both.
 func TestDefaultsAndOverrides(t *testing.T) {
 	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw")}, HTTPRoutes: []gwapiv1.HTTPRoute{
-		httpRoute("a", "gw", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
-		httpRoute("b", "gw", []string{"b.example.com"}, gwapiv1.HTTPRouteRule{}),
+		httpRoute("a", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
+		httpRoute("b", []string{"b.example.com"}, gwapiv1.HTTPRouteRule{}),
 	}}
 	policies := []v1alpha1.RateLimitPolicy{attached("defaults", 3, "", "Gateway", "gw"), attached("route-a", 2, "", "HTTPRoute", "a")}
 	got := Resolve(in, policies)
@@ -115,8 +116,8 @@ func TestDefaultsAndOverrides(t *testing.T) {
 // governs nothing; a missing route or rule is TargetNotFound; a regular expression Invalid.
 func TestConflictAndNotFound(t *testing.T) {
 	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw")}, HTTPRoutes: []gwapiv1.HTTPRoute{
-		httpRoute("a", "gw", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
-		httpRoute("re", "gw", nil, pathRule(gwapiv1.PathMatchRegularExpression, "/x.*", "")),
+		httpRoute("a", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
+		httpRoute("re", nil, pathRule(gwapiv1.PathMatchRegularExpression, "/x.*", "")),
 	}}
 	rule := attached("rule", 1, "", "HTTPRoute", "a")
 	missing := gwapiv1.SectionName("nope")

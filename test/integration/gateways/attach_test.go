@@ -220,6 +220,6 @@ func waitGone(t *testing.T, r *attachRig, gvk schema.GroupVersionKind, name stri
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 }
