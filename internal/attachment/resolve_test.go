@@ -134,3 +134,52 @@ func TestConflictAndNotFound(t *testing.T) {
 		t.Errorf("old (the older) governs %+v", got["old"].Matches)
 	}
 }
+
+// TestGRPCRouteAndListener: a GRPCRoute governs its services' and methods' paths; a Gateway
+// policy on one listener governs only the routes attached to it (or to every listener).
+func TestGRPCRouteAndListener(t *testing.T) {
+	svc, method := "shop.v1.Cart", "Add"
+	gr := gwapiv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cart"}}
+	gr.Spec.Hostnames = []gwapiv1.Hostname{"grpc.example.com"}
+	gr.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: "gw", SectionName: ptrTo(gwapiv1.SectionName("l-grpc.example.com"))}}
+	gr.Spec.Rules = []gwapiv1.GRPCRouteRule{{Matches: []gwapiv1.GRPCRouteMatch{
+		{Method: &gwapiv1.GRPCMethodMatch{Service: &svc, Method: &method}}, {Method: &gwapiv1.GRPCMethodMatch{Service: &svc}}}}}
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw", "grpc.example.com", "web.example.com")},
+		GRPCRoutes: []gwapiv1.GRPCRoute{gr},
+		HTTPRoutes: []gwapiv1.HTTPRoute{httpRoute("web", []string{"web.example.com"}, gwapiv1.HTTPRouteRule{})}}
+	web := attached("web-listener", 1, "", "Gateway", "gw")
+	web.Spec.TargetRefs[0].SectionName = ptrTo(gwapiv1.SectionName("l-web.example.com"))
+	got := Resolve(in, []v1alpha1.RateLimitPolicy{attached("cart", 2, "", "GRPCRoute", "cart"), web})
+	want := []v1alpha1.HTTPMatch{{Hosts: []string{"grpc.example.com"}, PathPrefixes: []string{"/shop.v1.Cart/Add", "/shop.v1.Cart"}}}
+	if !reflect.DeepEqual(got["cart"].Matches, want) {
+		t.Errorf("cart matches %+v, want %+v", got["cart"].Matches, want)
+	}
+	if m := got["web-listener"].Matches; len(m) != 1 || m[0].Hosts[0] != "web.example.com" {
+		t.Errorf("listener policy governs %+v, want only route web (the GRPCRoute is on the other listener)", m)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestParseImplementations: class names and controllerNames map to implementations, a class
+// name first; a typo is refused with the item named.
+func TestParseImplementations(t *testing.T) {
+	m, err := ParseImplementations("special=Istio, " + DefaultImplementations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Of("special", "gateway.envoyproxy.io/gatewayclass-controller"); got != Istio {
+		t.Errorf("class name mapping: %q, want Istio", got)
+	}
+	if got := m.Of("eg", "gateway.envoyproxy.io/gatewayclass-controller"); got != EnvoyGateway {
+		t.Errorf("controllerName mapping: %q, want EnvoyGateway", got)
+	}
+	if got := m.Of("other", "example.com/ctrl"); got != "" {
+		t.Errorf("unmapped class: %q, want none", got)
+	}
+	for _, bad := range []string{"eg=Envoy", "=Istio", "eg"} {
+		if _, err := ParseImplementations(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

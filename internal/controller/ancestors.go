@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,11 +88,29 @@ func (r *PolicyReconciler) attach(ctx context.Context, p *v1alpha1.RateLimitPoli
 	}
 	setAncestors(p, res)
 	if err := r.DataPlane.Sync(ctx, p, res); err != nil {
-		return nil, false, err
+		// The snapshot does not depend on it: report, retry, and go on to Published.
+		logf.FromContext(ctx).Error(err, "data plane objects")
+		if r.Recorder != nil {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DataPlaneFailed", "Reconcile", "%s", err.Error())
+		}
 	}
 	eff, ok = attachment.Effective(p, res)
 	if !ok {
 		notAttached(p, res)
 	}
 	return eff, ok, nil
+}
+
+// invalidAncestors reports a policy that does not compile as Invalid on every ancestor its
+// targets lead to.
+func (r *PolicyReconciler) invalidAncestors(ctx context.Context, p *v1alpha1.RateLimitPolicy, msg string) {
+	res, err := r.Gateways.ResolveFor(ctx, p)
+	if err != nil || res == nil {
+		return // no targetRefs, or the next reconcile tells
+	}
+	for i := range res.Ancestors {
+		res.Ancestors[i].Accepted = attachment.Condition{Reason: attachment.ReasonInvalid, Message: msg}
+		res.Ancestors[i].Enforced = attachment.Condition{Reason: v1alpha1.AncestorReasonNotAccepted, Message: "the policy does not compile"}
+	}
+	setAncestors(p, res)
 }

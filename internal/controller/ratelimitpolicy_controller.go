@@ -94,6 +94,7 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	compiled, errs := r.Rules.Build(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
+		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}
 	}
 	s := compiled.Limiter.Script()
@@ -105,20 +106,29 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	} else {
 		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
+	if err := r.publish(ctx, p, compiled); err != nil {
+		logf.FromContext(ctx).Error(err, "attach to Gateway API targets")
+		res.RequeueAfter = RedisRetry
+	}
+	setReady(p)
+	return res
+}
+
+// publish reports whether p's compiled entry is published. For a policy with targetRefs
+// that entry is the one its targets give it (none: Published says why), and its data
+// plane objects are kept; an error leaves Published as it was, to be retried.
+func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPolicy, compiled policy.Compiled) error {
 	eff, ok, err := r.attach(ctx, p)
 	switch {
 	case err != nil:
-		logf.FromContext(ctx).Error(err, "attach to Gateway API targets")
-		return ctrl.Result{RequeueAfter: RedisRetry}
+		return err
 	case !ok:
-		setReady(p)
-		return res
+		return nil
 	case eff != p:
 		compiled, _ = r.Rules.Build(eff) // compiles: only match.http differs from p, which did
 	}
 	r.setPublished(ctx, p, compiled.Entry)
-	setReady(p)
-	return res
+	return nil
 }
 
 // setInvalid reports a policy that does not compile. When the published snapshot still

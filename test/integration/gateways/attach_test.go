@@ -134,6 +134,40 @@ func TestAttachTargetNotFoundConflictIstio(t *testing.T) {
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionTrue, "Accepted")
 	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("early"))
 	checkAuthorizationPolicy(t, r, "second", "mesh")
+
+	second := r.get(t, "second")
+	second.Spec.TargetRefs[0].Name = "gone"
+	if err := r.c.Update(context.Background(), second); err != nil {
+		t.Fatalf("retarget: %v", err)
+	}
+	r.waitAncestor(t, "second", "gone", accepted, metav1.ConditionFalse, "TargetNotFound")
+	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("second"))
+}
+
+// TestAttachKeepsForeignObjects: an AuthorizationPolicy the controller did not write, with
+// the name a policy's would have, is neither taken over nor deleted.
+func TestAttachKeepsForeignObjects(t *testing.T) {
+	r := newAttachRig(t)
+	r.gateway(t, "mesh", istioClass)
+	r.route(t, "app", "mesh", "app.example.com", "/")
+	foreign := &unstructured.Unstructured{}
+	foreign.SetGroupVersionKind(controller.AuthorizationPolicyGVK)
+	foreign.SetName(controller.DataPlaneName("app"))
+	foreign.Object["spec"] = map[string]any{"action": "DENY", "rules": []any{map[string]any{}}}
+	r.create(t, foreign)
+	r.policy(t, "app", 3, "", v1alpha1.KindHTTPRoute, "app")
+	r.waitAncestor(t, "app", "mesh", accepted, metav1.ConditionTrue, "Accepted")
+	wait.Consistently(t, 2*time.Second, "foreign AuthorizationPolicy untouched", func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(controller.AuthorizationPolicyGVK)
+		if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: foreign.GetName()}, u); err != nil {
+			return err
+		}
+		if action, _, _ := unstructured.NestedString(u.Object, "spec", "action"); action != "DENY" || len(u.GetOwnerReferences()) > 0 {
+			return fmt.Errorf("taken over: action %q, owners %v", action, u.GetOwnerReferences())
+		}
+		return nil
+	})
 }
 
 // TestAttachRefusedByAPIServer: the CRD refuses match with targetRefs, a kind other than
