@@ -13,8 +13,9 @@ import (
 
 const ns = "shop"
 
-func gateway(name string, hosts ...string) gwapiv1.Gateway {
-	g := gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+// gateway is the Gateway "gw" with one listener per hostname.
+func gateway(hosts ...string) gwapiv1.Gateway {
+	g := gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}}
 	for _, h := range hosts {
 		hn := gwapiv1.Hostname(h)
 		g.Spec.Listeners = append(g.Spec.Listeners, gwapiv1.Listener{Name: gwapiv1.SectionName("l-" + h), Hostname: &hn})
@@ -64,7 +65,7 @@ func ancestor(t *testing.T, r *Result, name string) Ancestor {
 // TestRouteDerivesMatch: a route policy governs exactly the route's hostnames, path
 // prefixes (Exact as a prefix) and methods; a route without hostnames takes its listeners'.
 func TestRouteDerivesMatch(t *testing.T) {
-	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw", "b.example.com")}, HTTPRoutes: []gwapiv1.HTTPRoute{
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("b.example.com")}, HTTPRoutes: []gwapiv1.HTTPRoute{
 		httpRoute("a", []string{"a.example.com"}, pathRule(gwapiv1.PathMatchPathPrefix, "/api", "POST"),
 			pathRule(gwapiv1.PathMatchExact, "/login", "")),
 		httpRoute("b", nil, gwapiv1.HTTPRouteRule{}),
@@ -88,7 +89,7 @@ func TestRouteDerivesMatch(t *testing.T) {
 // TestDefaultsAndOverrides: a Gateway's defaults govern the routes without a policy and
 // yield to a route policy; an overrides policy takes every route from both.
 func TestDefaultsAndOverrides(t *testing.T) {
-	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw")}, HTTPRoutes: []gwapiv1.HTTPRoute{
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway()}, HTTPRoutes: []gwapiv1.HTTPRoute{
 		httpRoute("a", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
 		httpRoute("b", []string{"b.example.com"}, gwapiv1.HTTPRouteRule{}),
 	}}
@@ -115,7 +116,7 @@ func TestDefaultsAndOverrides(t *testing.T) {
 // TestConflictAndNotFound: the younger of two policies on one route is Conflicted and
 // governs nothing; a missing route or rule is TargetNotFound; a regular expression Invalid.
 func TestConflictAndNotFound(t *testing.T) {
-	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw")}, HTTPRoutes: []gwapiv1.HTTPRoute{
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway()}, HTTPRoutes: []gwapiv1.HTTPRoute{
 		httpRoute("a", []string{"a.example.com"}, gwapiv1.HTTPRouteRule{}),
 		httpRoute("re", nil, pathRule(gwapiv1.PathMatchRegularExpression, "/x.*", "")),
 	}}
@@ -144,7 +145,7 @@ func TestGRPCRouteAndListener(t *testing.T) {
 	gr.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: "gw", SectionName: ptrTo(gwapiv1.SectionName("l-grpc.example.com"))}}
 	gr.Spec.Rules = []gwapiv1.GRPCRouteRule{{Matches: []gwapiv1.GRPCRouteMatch{
 		{Method: &gwapiv1.GRPCMethodMatch{Service: &svc, Method: &method}}, {Method: &gwapiv1.GRPCMethodMatch{Service: &svc}}}}}
-	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("gw", "grpc.example.com", "web.example.com")},
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway("grpc.example.com", "web.example.com")},
 		GRPCRoutes: []gwapiv1.GRPCRoute{gr},
 		HTTPRoutes: []gwapiv1.HTTPRoute{httpRoute("web", []string{"web.example.com"}, gwapiv1.HTTPRouteRule{})}}
 	web := attached("web-listener", 1, "", "Gateway", "gw")
