@@ -24,24 +24,29 @@ type rule struct {
 func httpRules(rules []gwapiv1.HTTPRouteRule) []rule {
 	out := make([]rule, 0, len(rules))
 	for i, r := range rules {
-		var prefixes []string
-		var methods [][]v1alpha1.HTTPMethod
-		var err error
-		for _, m := range r.Matches {
-			p, perr := httpPath(m.Path)
-			if perr != nil {
-				err = fmt.Errorf("rules[%d]: %w", i, perr)
-				break
-			}
-			prefixes = append(prefixes, p)
-			methods = append(methods, httpMethods(m.Method))
-		}
-		if len(r.Matches) == 0 {
-			prefixes, methods = []string{"/"}, [][]v1alpha1.HTTPMethod{nil}
-		}
-		out = append(out, rule{name: sectionName(r.Name), matches: group(prefixes, methods), err: err})
+		out = append(out, ruleOf(i, r.Name, r.Matches, func(m gwapiv1.HTTPRouteMatch) (string, []v1alpha1.HTTPMethod, error) {
+			p, err := httpPath(m.Path)
+			return p, httpMethods(m.Method), err
+		}))
 	}
 	return out
+}
+
+// ruleOf derives rule i from its matches, each to a path prefix and methods; a rule without
+// matches matches every path.
+func ruleOf[M any](i int, name *gwapiv1.SectionName, matches []M, derive func(M) (string, []v1alpha1.HTTPMethod, error)) rule {
+	if len(matches) == 0 {
+		return rule{name: sectionName(name), matches: group([]string{"/"}, [][]v1alpha1.HTTPMethod{nil})}
+	}
+	prefixes, methods := make([]string, 0, len(matches)), make([][]v1alpha1.HTTPMethod, 0, len(matches))
+	for _, m := range matches {
+		p, ms, err := derive(m)
+		if err != nil {
+			return rule{name: sectionName(name), err: fmt.Errorf("rules[%d]: %w", i, err)}
+		}
+		prefixes, methods = append(prefixes, p), append(methods, ms)
+	}
+	return rule{name: sectionName(name), matches: group(prefixes, methods)}
 }
 
 func httpPath(m *gwapiv1.HTTPPathMatch) (string, error) {
@@ -66,20 +71,10 @@ func httpMethods(m *gwapiv1.HTTPMethod) []v1alpha1.HTTPMethod {
 func grpcRules(rules []gwapiv1.GRPCRouteRule) []rule {
 	out := make([]rule, 0, len(rules))
 	for i, r := range rules {
-		var prefixes []string
-		var err error
-		for _, m := range r.Matches {
-			p, perr := grpcPath(m.Method)
-			if perr != nil {
-				err = fmt.Errorf("rules[%d]: %w", i, perr)
-				break
-			}
-			prefixes = append(prefixes, p)
-		}
-		if len(r.Matches) == 0 {
-			prefixes = []string{"/"}
-		}
-		out = append(out, rule{name: sectionName(r.Name), matches: group(prefixes, make([][]v1alpha1.HTTPMethod, len(prefixes))), err: err})
+		out = append(out, ruleOf(i, r.Name, r.Matches, func(m gwapiv1.GRPCRouteMatch) (string, []v1alpha1.HTTPMethod, error) {
+			p, err := grpcPath(m.Method)
+			return p, nil, err
+		}))
 	}
 	return out
 }

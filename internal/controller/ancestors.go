@@ -79,6 +79,9 @@ func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 // policy as the sidecars run it; ok is false when it governs nothing (Published says why).
 func (r *PolicyReconciler) attach(ctx context.Context, p *v1alpha1.RateLimitPolicy) (eff *v1alpha1.RateLimitPolicy, ok bool, err error) {
 	if len(p.Spec.TargetRefs) == 0 {
+		if p.Status.Ancestors == nil { // never attached: nothing to remove, no List to pay
+			return p, true, nil
+		}
 		p.Status.Ancestors = nil
 		return p, true, r.DataPlane.Remove(ctx, p)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,7 +30,7 @@ type GatewayAPI struct {
 	GRPCRoutes bool
 }
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;grpcroutes;gatewayclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;grpcroutes;gatewayclasses,verbs=list;watch
 
 // served reports whether the API server serves group/kind at version.
 func served(m meta.RESTMapper, group, kind, version string) bool {
@@ -65,14 +66,20 @@ func (g *GatewayAPI) ResolveFor(ctx context.Context, p *v1alpha1.RateLimitPolicy
 	if err := g.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 		return nil, fmt.Errorf("list policies in %s: %w", p.Namespace, err)
 	}
-	results, err := g.Resolve(ctx, p.Namespace, list.Items)
+	items := list.Items
+	if i := slices.IndexFunc(items, func(o v1alpha1.RateLimitPolicy) bool { return o.Name == p.Name }); i >= 0 {
+		items[i] = *p // the reconciled version, which the cache may not show yet
+	} else {
+		items = append(items, *p)
+	}
+	results, err := g.Resolve(ctx, p.Namespace, items)
 	if err != nil {
 		return nil, err
 	}
 	if r := results[p.Name]; r != nil {
 		return r, nil
 	}
-	return &attachment.Result{}, nil // not in the cache's list yet, or being deleted
+	return &attachment.Result{}, nil // being deleted
 }
 
 func anyAttached(policies []v1alpha1.RateLimitPolicy) bool {
@@ -153,13 +160,27 @@ func (g *GatewayAPI) routeNamespaces(ctx context.Context, o client.Object) []str
 		return out
 	}
 	for _, r := range hrs.Items {
-		for _, p := range r.Spec.ParentRefs {
-			if p.Namespace != nil && string(*p.Namespace) == o.GetNamespace() && string(p.Name) == o.GetName() {
-				out = append(out, r.Namespace)
-			}
+		if attachesTo(r.Spec.ParentRefs, o) {
+			out = append(out, r.Namespace)
+		}
+	}
+	var grs gwapiv1.GRPCRouteList
+	if !g.GRPCRoutes || g.List(ctx, &grs) != nil {
+		return out
+	}
+	for _, r := range grs.Items {
+		if attachesTo(r.Spec.ParentRefs, o) {
+			out = append(out, r.Namespace)
 		}
 	}
 	return out
+}
+
+// attachesTo reports whether parents name the Gateway gw of another namespace.
+func attachesTo(parents []gwapiv1.ParentReference, gw client.Object) bool {
+	return slices.ContainsFunc(parents, func(p gwapiv1.ParentReference) bool {
+		return p.Namespace != nil && string(*p.Namespace) == gw.GetNamespace() && string(p.Name) == gw.GetName()
+	})
 }
 
 // watched are the Gateway API objects whose changes move what policies govern.

@@ -253,7 +253,7 @@ func (r *PolicyReconciler) watchAttachments(b *builder.TypedBuilder[reconcile.Re
 	inNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var out []reconcile.Request
 		for _, ns := range r.Gateways.routeNamespaces(ctx, o) {
-			out = append(out, r.requests(ctx, client.InNamespace(ns))...)
+			out = append(out, r.attachedIn(ctx, ns, "")...)
 		}
 		return out
 	})
@@ -264,15 +264,20 @@ func (r *PolicyReconciler) watchAttachments(b *builder.TypedBuilder[reconcile.Re
 		builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 }
 
-// attachedPeers maps a policy event to the namespace's policies with targetRefs.
+// attachedPeers maps a policy event to the other policies of its namespace with targetRefs.
 func (r *PolicyReconciler) attachedPeers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.attachedIn(ctx, o.GetNamespace(), o.GetName())
+}
+
+// attachedIn are the policies of ns with targetRefs, but the one named except.
+func (r *PolicyReconciler) attachedIn(ctx context.Context, ns, except string) []reconcile.Request {
 	var list v1alpha1.RateLimitPolicyList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if len(list.Items[i].Spec.TargetRefs) > 0 && list.Items[i].Name != o.GetName() {
+		if len(list.Items[i].Spec.TargetRefs) > 0 && list.Items[i].Name != except {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}

@@ -3,6 +3,8 @@ package gateways_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,10 +13,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
@@ -37,8 +43,9 @@ const (
 )
 
 // attachRig is a namespace in envtest with the real Gateway API, Envoy Gateway and Istio
-// CRDs, the operator's controllers running on a real redis-server, and the ext_authz front
-// (as a gateway calls it) over an engine loaded with the namespace's published snapshot.
+// CRDs, the operator's controllers running on a real redis-server with only the generated
+// ClusterRole's permissions, and the ext_authz front (as a gateway calls it) over an engine
+// loaded with the namespace's published snapshot.
 type attachRig struct {
 	env   *kube.Env
 	c     client.Client
@@ -58,7 +65,7 @@ func newAttachRig(t *testing.T) *attachRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := operator.StartWith(e.Config, rdb, operator.StandaloneTopology(srv.Addr()), controller.Config{Resync: time.Second,
+	m, err := operator.StartWith(asManager(t, e), rdb, operator.StandaloneTopology(srv.Addr()), controller.Config{Resync: time.Second,
 		Gateway: controller.GatewayConfig{Implementations: impls, Service: "ratelimit-service", Port: 8081,
 			IstioProvider: "ratelimit-ext-authz-{namespace}"}}, ns)
 	if err != nil {
@@ -76,6 +83,34 @@ func newAttachRig(t *testing.T) *attachRig {
 	r := &attachRig{env: e, c: e.Client, ns: ns, store: store, front: extauthz.New(eng, logr.Discard())}
 	r.classes(t)
 	return r
+}
+
+// asManager is e's config impersonating a user bound to exactly config/rbac/role.yaml (the
+// generated ClusterRole), so the attachment tests also show that it is enough.
+func asManager(t *testing.T, e *kube.Env) *rest.Config {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(kube.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(raw, &role); err != nil {
+		t.Fatalf("decode role.yaml: %v", err)
+	}
+	name := "attach-manager-" + rand.String(6)
+	role.Name = name
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}}
+	for _, o := range []client.Object{&role, binding} {
+		if err := e.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("create %s: %v", o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), o) })
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: name}
+	return cfg
 }
 
 // classes creates the cluster's two GatewayClasses once (they are cluster-scoped).
