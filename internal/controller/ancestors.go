@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,7 +46,22 @@ func ancestorCondition(p *v1alpha1.RateLimitPolicy, typ string, c attachment.Con
 	if c.OK {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: typ, Status: status, Reason: c.Reason, Message: c.Message, ObservedGeneration: p.Generation}
+	return metav1.Condition{Type: typ, Status: status, Reason: c.Reason, Message: truncate(c.Message), ObservedGeneration: p.Generation}
+}
+
+// maxMessage bounds an ancestor condition's message: a Gateway with many routes names them
+// all, and the API allows 32768 bytes per message, 16 ancestors and 8 conditions each.
+const maxMessage = 1024
+
+func truncate(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 func findAncestor(list []gwapiv1.PolicyAncestorStatus, ref gwapiv1.ParentReference) *gwapiv1.PolicyAncestorStatus {
