@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -114,11 +115,12 @@ func (g *GatewayAPI) inputs(ctx context.Context, ns string) (attachment.Inputs, 
 		}
 		in.GRPCRoutes = grs.Items
 	}
-	return in, g.addForeignParents(ctx, &in)
+	g.addForeignParents(ctx, &in)
+	return in, nil
 }
 
 // addForeignParents adds the Gateways of other namespaces that the routes attach to.
-func (g *GatewayAPI) addForeignParents(ctx context.Context, in *attachment.Inputs) error {
+func (g *GatewayAPI) addForeignParents(ctx context.Context, in *attachment.Inputs) {
 	seen := map[types.NamespacedName]bool{}
 	var parents []gwapiv1.ParentReference
 	for _, r := range in.HTTPRoutes {
@@ -140,12 +142,13 @@ func (g *GatewayAPI) addForeignParents(ctx context.Context, in *attachment.Input
 		switch err := g.Get(ctx, key, &gw); {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return fmt.Errorf("get gateway %s: %w", key, err)
+			// Only a route without hostnames needs it (its listeners' hostnames); without
+			// it, such a route governs every host. Not worth failing the namespace for.
+			logf.FromContext(ctx).V(1).Info("parent gateway of another namespace unreadable", "gateway", key, "reason", err.Error())
 		default:
 			in.Gateways = append(in.Gateways, gw)
 		}
 	}
-	return nil
 }
 
 // routeNamespaces maps a Gateway event to its namespace and the namespaces of the routes that

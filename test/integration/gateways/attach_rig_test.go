@@ -54,7 +54,8 @@ type attachRig struct {
 	front *extauthz.Service
 }
 
-func newAttachRig(t *testing.T) *attachRig {
+// newAttachRig starts it; the manager also watches the namespaces in also.
+func newAttachRig(t *testing.T, also ...string) *attachRig {
 	t.Helper()
 	e := env(t)
 	ns := kube.NewNamespace(t, e, "attach-")
@@ -67,7 +68,7 @@ func newAttachRig(t *testing.T) *attachRig {
 	}
 	m, err := operator.StartWith(asManager(t, e), rdb, operator.StandaloneTopology(srv.Addr()), controller.Config{Resync: time.Second,
 		Gateway: controller.GatewayConfig{Implementations: impls, Service: "ratelimit-service", Port: 8081,
-			IstioProvider: "ratelimit-ext-authz-{namespace}"}}, ns)
+			IstioProvider: "ratelimit-ext-authz-{namespace}"}}, append([]string{ns}, also...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -255,5 +257,36 @@ func waitGone(t *testing.T, r *attachRig, gvk schema.GroupVersionKind, name stri
 			return nil
 		}
 		return fmt.Errorf("still there: %w", err)
+	})
+}
+
+// TestAttachWritesOnlyItsNamespace: a route of the policy's namespace attached to an Istio
+// Gateway of another namespace reports that Gateway as its ancestor, but the controller
+// writes no AuthorizationPolicy there (nor one in its own namespace, which has no Gateway to
+// put it on): a policy never makes the controller write outside its namespace.
+func TestAttachWritesOnlyItsNamespace(t *testing.T) {
+	infraNS := kube.NewNamespace(t, env(t), "attach-infra-")
+	r := newAttachRig(t, infraNS) // the manager reads the Gateway there: it is Istio's
+	infra := &attachRig{env: r.env, c: r.c, ns: infraNS}
+	infra.gateway(t, "shared", istioClass)
+	hr := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	other := gwapiv1.Namespace(infra.ns)
+	hr.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: "shared", Namespace: &other}}
+	hr.Spec.Hostnames = []gwapiv1.Hostname{"app.example.com"}
+	r.create(t, hr)
+	r.policy(t, "app", 3, "", v1alpha1.KindHTTPRoute, "app")
+	r.waitAncestor(t, "app", "shared", accepted, metav1.ConditionTrue, "Accepted")
+	wait.Consistently(t, 2*time.Second, "no AuthorizationPolicy anywhere", func() error {
+		for _, ns := range []string{r.ns, infra.ns} {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(controller.AuthorizationPolicyGVK.GroupVersion().WithKind("AuthorizationPolicyList"))
+			if err := r.c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Errorf("AuthorizationPolicy %s/%s written", ns, list.Items[0].GetName())
+			}
+		}
+		return nil
 	})
 }
