@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,10 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
+
+// GatewayRetry is how long a policy waits to retry its attachment after an error (reading
+// the targets, or writing the gateways' objects).
+const GatewayRetry = 5 * time.Second
 
 // GatewayAPI reads the Gateway API objects policies attach to and resolves the attachment
 // of a namespace's policies (internal/attachment). Both the policy controller (status) and

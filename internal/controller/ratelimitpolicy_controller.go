@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -106,29 +107,33 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	} else {
 		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
-	if err := r.publish(ctx, p, compiled); err != nil {
+	attached, err := r.publish(ctx, p, compiled)
+	if err == nil {
+		err = r.programDataPlane(ctx, p, attached)
+	}
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "attach to Gateway API targets")
-		res.RequeueAfter = RedisRetry
+		res.RequeueAfter = GatewayRetry
 	}
 	setReady(p)
 	return res
 }
 
 // publish reports whether p's compiled entry is published. For a policy with targetRefs
-// that entry is the one its targets give it (none: Published says why), and its data
-// plane objects are kept; an error leaves Published as it was, to be retried.
-func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPolicy, compiled policy.Compiled) error {
-	eff, ok, err := r.attach(ctx, p)
+// that entry is the one its targets give it (none: Published says why), and the resolved
+// attachment is returned; an error leaves Published as it was, to be retried.
+func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPolicy, compiled policy.Compiled) (*attachment.Result, error) {
+	res, eff, ok, err := r.attach(ctx, p)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case !ok:
-		return nil
+		return res, nil
 	case eff != p:
 		compiled, _ = r.Rules.Build(eff) // compiles: only match.http differs from p, which did
 	}
 	r.setPublished(ctx, p, compiled.Entry)
-	return nil
+	return res, nil
 }
 
 // setInvalid reports a policy that does not compile. When the published snapshot still
