@@ -290,3 +290,28 @@ func TestAttachWritesOnlyItsNamespace(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAttachGRPCRoute: a policy on a GRPCRoute governs its hostname and the gRPC paths of
+// its method matches, and its SecurityPolicy targets the GRPCRoute.
+func TestAttachGRPCRoute(t *testing.T) {
+	r := newAttachRig(t)
+	r.gateway(t, "eg", egClass)
+	svc := "shop.v1.Cart"
+	gr := &gwapiv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: "cart"}}
+	gr.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: "eg"}}
+	gr.Spec.Hostnames = []gwapiv1.Hostname{"grpc.example.com"}
+	gr.Spec.Rules = []gwapiv1.GRPCRouteRule{{Matches: []gwapiv1.GRPCRouteMatch{{Method: &gwapiv1.GRPCMethodMatch{Service: &svc}}}}}
+	r.create(t, gr)
+	r.policy(t, "cart", 2, "", v1alpha1.KindGRPCRoute, "cart")
+	r.waitAncestor(t, "cart", "eg", enforced, metav1.ConditionTrue, v1alpha1.AncestorReasonEnforced)
+	r.loadSnapshot(t, "with grpc.example.com", func(s *snapshot.Snapshot) bool {
+		return slices.Equal(entryHosts(s, "cart"), []string{"grpc.example.com"})
+	})
+	if got := fmt.Sprint(r.burst(t, 3, "grpc.example.com", "/shop.v1.Cart/Add")); got != "[200 200 429]" {
+		t.Errorf("the route's service: %s, want 2×200 then 429", got)
+	}
+	if got := r.check(t, "grpc.example.com", "/shop.v1.Orders/List"); got != 200 {
+		t.Errorf("another service: %d, want 200", got)
+	}
+	checkSecurityPolicy(t, r, "cart", v1alpha1.KindGRPCRoute, "cart")
+}
