@@ -19,6 +19,9 @@ type Inputs struct {
 	HTTPRoutes []gwapiv1.HTTPRoute
 	// GRPCRoutes are the namespace's GRPCRoutes.
 	GRPCRoutes []gwapiv1.GRPCRoute
+	// Unserved, when set, says why there are no objects at all (Gateway API is not served):
+	// every target is not found, and its message says this.
+	Unserved string
 }
 
 // route is an HTTPRoute or GRPCRoute reduced to what attachment needs.
@@ -33,6 +36,7 @@ type route struct {
 // index finds the inputs by name.
 type index struct {
 	ns       string
+	unserved string
 	gateways map[types.NamespacedName]*gwapiv1.Gateway
 	routes   map[routeKey]*route
 	order    []routeKey // routes in a stable order
@@ -42,7 +46,7 @@ type index struct {
 type routeKey struct{ kind, name string }
 
 func newIndex(in Inputs) *index {
-	ix := &index{ns: in.Namespace, gateways: map[types.NamespacedName]*gwapiv1.Gateway{}, routes: map[routeKey]*route{}}
+	ix := &index{ns: in.Namespace, unserved: in.Unserved, gateways: map[types.NamespacedName]*gwapiv1.Gateway{}, routes: map[routeKey]*route{}}
 	for i := range in.Gateways {
 		g := &in.Gateways[i]
 		ix.gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = g

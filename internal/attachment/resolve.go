@@ -119,6 +119,9 @@ func targetName(b *binding) string {
 // locate finds what b targets and sets b.routes; the condition says whether it was found.
 func (ix *index) locate(b *binding) Condition {
 	name, section := string(b.ref.Name), b.section()
+	if ix.unserved != "" {
+		return notFound(b, ix.unserved)
+	}
 	if b.gateway() {
 		g := ix.gateways[types.NamespacedName{Namespace: ix.ns, Name: name}]
 		if g == nil {

@@ -2,6 +2,7 @@ package attachment
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,14 @@ func TestParseImplementations(t *testing.T) {
 		if _, err := ParseImplementations(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestUnserved: without Gateway API every target is not found, and the message says why.
+func TestUnserved(t *testing.T) {
+	got := Resolve(Inputs{Namespace: ns, Unserved: "no Gateway API"}, []v1alpha1.RateLimitPolicy{attached("p", 1, "", "HTTPRoute", "a")})
+	a := got["p"].Ancestors
+	if len(a) != 1 || a[0].Accepted.Reason != ReasonTargetNotFound || !strings.Contains(a[0].Accepted.Message, "no Gateway API") {
+		t.Errorf("ancestors %+v, want TargetNotFound saying Gateway API is not served", a)
 	}
 }

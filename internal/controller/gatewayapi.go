@@ -102,6 +102,7 @@ func anyAttached(policies []v1alpha1.RateLimitPolicy) bool {
 func (g *GatewayAPI) inputs(ctx context.Context, ns string) (attachment.Inputs, error) {
 	in := attachment.Inputs{Namespace: ns}
 	if !g.Enabled {
+		in.Unserved = "the API server did not serve Gateway API (HTTPRoute, Gateway) when the manager started; install its CRDs and restart the manager"
 		return in, nil
 	}
 	var gws gwapiv1.GatewayList
