@@ -54,13 +54,20 @@ func (ix *index) contributeGateway(res *Result, b *binding, gov map[routeKey]*go
 			yielded = append(yielded, name+" to "+by)
 			continue
 		}
-		ms, err := ix.matches(ix.routes[k], "")
-		if err != nil {
-			yielded = append(yielded, fmt.Sprintf("%s, which cannot be governed (%v)", name, err))
-			continue
+		skip := gov[k].ownRules
+		if b.overrides {
+			skip = nil // overrides take the rules with policies of their own too
 		}
-		res.addMatches(ms)
-		took = append(took, name)
+		ms, err := ix.matchesExcept(ix.routes[k], skip)
+		switch {
+		case err != nil:
+			yielded = append(yielded, fmt.Sprintf("%s, which cannot be governed (%v)", name, err))
+		case len(ms) == 0:
+			yielded = append(yielded, name+" to its rules' own policies")
+		default:
+			res.addMatches(ms)
+			took = append(took, name)
+		}
 	}
 	switch {
 	case len(took) > 0:

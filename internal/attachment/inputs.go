@@ -117,10 +117,19 @@ func (ix *index) hosts(r *route) []string {
 // matches are the route's match entries, with hosts, for every rule or the rule named
 // section; err when a rule cannot be expressed.
 func (ix *index) matches(r *route, section string) ([]v1alpha1.HTTPMatch, error) {
+	return ix.rulesMatching(r, func(ru rule) bool { return section == "" || ru.name == section })
+}
+
+// matchesExcept are the route's match entries, with hosts, but the named rules'.
+func (ix *index) matchesExcept(r *route, skip map[string]bool) ([]v1alpha1.HTTPMatch, error) {
+	return ix.rulesMatching(r, func(ru rule) bool { return ru.name == "" || !skip[ru.name] })
+}
+
+func (ix *index) rulesMatching(r *route, keep func(rule) bool) ([]v1alpha1.HTTPMatch, error) {
 	hosts := ix.hosts(r)
 	var out []v1alpha1.HTTPMatch
 	for _, ru := range r.rules {
-		if section != "" && ru.name != section {
+		if !keep(ru) {
 			continue
 		}
 		if ru.err != nil {

@@ -24,9 +24,10 @@ func (b *binding) section() string { return sectionName(b.ref.SectionName) }
 
 // governors are the policies that claim one route, oldest first.
 type governors struct {
-	override *binding // the oldest Gateway Overrides policy over the route
-	defaults *binding // the oldest Gateway Defaults policy over the route
-	own      bool     // the route has a policy of its own
+	override *binding        // the oldest Gateway Overrides policy over the route
+	defaults *binding        // the oldest Gateway Defaults policy over the route
+	own      bool            // the route has a policy of its own
+	ownRules map[string]bool // rules of the route with a policy of their own (sectionName)
 }
 
 // Resolve decides, for every policy of the namespace with targetRefs, what it governs and
@@ -34,7 +35,8 @@ type governors struct {
 // older of two policies on one target (same kind, name, sectionName and, for Gateways,
 // precedence) wins it and the younger is Conflicted there. Merging is per route and whole
 // policy: a route is governed by the oldest Overrides policy of a Gateway it attaches to,
-// else by its own policies, else by the oldest Defaults policy of such a Gateway.
+// else by its own policies, else by the oldest Defaults policy of such a Gateway; a route
+// whose named rules have policies of their own leaves the Defaults policy its other rules.
 func Resolve(in Inputs, policies []v1alpha1.RateLimitPolicy) map[string]*Result {
 	ix := newIndex(in)
 	bindings := ix.bind(ordered(policies))
@@ -169,6 +171,11 @@ func claimRoutes(gov map[routeKey]*governors, b *binding) {
 			gov[k] = g
 		}
 		switch {
+		case !b.gateway() && b.section() != "":
+			if g.ownRules == nil {
+				g.ownRules = map[string]bool{}
+			}
+			g.ownRules[b.section()] = true
 		case !b.gateway():
 			g.own = true
 		case b.overrides && g.override == nil:

@@ -194,3 +194,26 @@ func TestUnserved(t *testing.T) {
 		t.Errorf("ancestors %+v, want TargetNotFound saying Gateway API is not served", a)
 	}
 }
+
+// TestDefaultsKeepOtherRules: a policy on one named rule of a route takes that rule from
+// the Gateway's defaults, which keep the route's other rules; overrides take them all.
+func TestDefaultsKeepOtherRules(t *testing.T) {
+	api, web := pathRule(gwapiv1.PathMatchPathPrefix, "/api", ""), pathRule(gwapiv1.PathMatchPathPrefix, "/web", "")
+	api.Name = ptrTo(gwapiv1.SectionName("api"))
+	in := Inputs{Namespace: ns, Gateways: []gwapiv1.Gateway{gateway()},
+		HTTPRoutes: []gwapiv1.HTTPRoute{httpRoute("a", []string{"a.example.com"}, api, web)}}
+	rulePolicy := attached("rule-api", 1, "", "HTTPRoute", "a")
+	rulePolicy.Spec.TargetRefs[0].SectionName = ptrTo(gwapiv1.SectionName("api"))
+	policies := []v1alpha1.RateLimitPolicy{attached("defaults", 2, "", "Gateway", "gw"), rulePolicy}
+	got := Resolve(in, policies)
+	if m := got["defaults"].Matches; len(m) != 1 || !reflect.DeepEqual(m[0].PathPrefixes, []string{"/web"}) {
+		t.Errorf("defaults govern %+v, want only the /web rule", m)
+	}
+	if m := got["rule-api"].Matches; len(m) != 1 || !reflect.DeepEqual(m[0].PathPrefixes, []string{"/api"}) {
+		t.Errorf("rule-api governs %+v, want the /api rule", m)
+	}
+	got = Resolve(in, append(policies, attached("overrides", 3, v1alpha1.PrecedenceOverrides, "Gateway", "gw")))
+	if m := got["overrides"].Matches; len(m) != 2 || len(got["rule-api"].Matches) != 0 {
+		t.Errorf("overrides govern %+v and rule-api %+v, want both rules to the overrides", m, got["rule-api"].Matches)
+	}
+}
