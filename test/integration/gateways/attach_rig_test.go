@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,6 +224,16 @@ func (r *attachRig) loadSnapshot(t *testing.T, what string, ok func(*snapshot.Sn
 			return fmt.Errorf("snapshot holds %+v", s.Policies)
 		}
 		return r.store.Load([]byte(cm.Data[snapshot.DataKey]), "test")
+	})
+}
+
+// waitGoverns waits until policy is Enforced on gateway and its published entry governs
+// exactly host, and loads that snapshot into the front.
+func (r *attachRig) waitGoverns(t *testing.T, policy, gateway, host string) {
+	t.Helper()
+	r.waitAncestor(t, policy, gateway, v1alpha1.AncestorConditionEnforced, metav1.ConditionTrue, v1alpha1.AncestorReasonEnforced)
+	r.loadSnapshot(t, policy+" on "+host, func(s *snapshot.Snapshot) bool {
+		return slices.Equal(entryHosts(s, policy), []string{host})
 	})
 }
 

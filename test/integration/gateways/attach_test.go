@@ -38,10 +38,7 @@ func TestAttachHTTPRoute(t *testing.T) {
 	r.route(t, "echo", "eg", "echo.example.com", "/api")
 	r.policy(t, "echo-limit", 3, "", v1alpha1.KindHTTPRoute, "echo")
 	r.waitAncestor(t, "echo-limit", "eg", accepted, metav1.ConditionTrue, "Accepted")
-	r.waitAncestor(t, "echo-limit", "eg", enforced, metav1.ConditionTrue, v1alpha1.AncestorReasonEnforced)
-	r.loadSnapshot(t, "with echo.example.com", func(s *snapshot.Snapshot) bool {
-		return slices.Equal(entryHosts(s, "echo-limit"), []string{"echo.example.com"})
-	})
+	r.waitGoverns(t, "echo-limit", "eg", "echo.example.com")
 	if got := fmt.Sprint(r.burst(t, 4, "echo.example.com", "/api/orders")); got != "[200 200 200 429]" {
 		t.Errorf("route host and path: %s, want 3×200 then 429", got)
 	}
@@ -303,10 +300,7 @@ func TestAttachGRPCRoute(t *testing.T) {
 	gr.Spec.Rules = []gwapiv1.GRPCRouteRule{{Matches: []gwapiv1.GRPCRouteMatch{{Method: &gwapiv1.GRPCMethodMatch{Service: &svc}}}}}
 	r.create(t, gr)
 	r.policy(t, "cart", 2, "", v1alpha1.KindGRPCRoute, "cart")
-	r.waitAncestor(t, "cart", "eg", enforced, metav1.ConditionTrue, v1alpha1.AncestorReasonEnforced)
-	r.loadSnapshot(t, "with grpc.example.com", func(s *snapshot.Snapshot) bool {
-		return slices.Equal(entryHosts(s, "cart"), []string{"grpc.example.com"})
-	})
+	r.waitGoverns(t, "cart", "eg", "grpc.example.com")
 	if got := fmt.Sprint(r.burst(t, 3, "grpc.example.com", "/shop.v1.Cart/Add")); got != "[200 200 429]" {
 		t.Errorf("the route's service: %s, want 2×200 then 429", got)
 	}
