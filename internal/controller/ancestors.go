@@ -16,9 +16,21 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 )
 
-// ReasonNotAttached is Published's reason for a policy with targetRefs that governs no
-// traffic: its targets are missing, conflicted or overridden (status.ancestors says which).
-const ReasonNotAttached = "NotAttached"
+// Published reasons of a policy with targetRefs that governs no traffic (status.ancestors says
+// why, per Gateway). They differ in what GitOps tools make of the policy:
+const (
+	// ReasonNotAttached: a target is missing. Ready=False, and kstatus InProgress, until it
+	// appears: a route applied in the same sync as its policy arrives on its own.
+	ReasonNotAttached = "NotAttached"
+	// ReasonOverridden: every target is accepted, but other policies govern all its routes
+	// (a Gateway's overrides, or route policies over a Gateway's defaults), or a Gateway has
+	// no route. That is the state a platform team chose: Ready=True, so an overridden app
+	// policy is Current in kstatus, Healthy in Argo CD, and pages nobody.
+	ReasonOverridden = "Overridden"
+	// ReasonConflicted: a target is held by an older policy, or cannot be governed as
+	// written (Invalid). Only a change to the policies ends it: Stalled=True, kstatus Failed.
+	ReasonConflicted = "Conflicted"
+)
 
 // setAncestors writes status.ancestors from res, keeping each condition's transition time
 // while its status holds.
@@ -72,13 +84,16 @@ func findAncestor(list []gwapiv1.PolicyAncestorStatus, ref gwapiv1.ParentReferen
 	return nil
 }
 
-// notAttached reports a policy with targetRefs that governs nothing.
+// notAttached reports a policy with targetRefs that governs nothing, with the reason its
+// ancestors call for (see ReasonNotAttached).
 func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 	var why []string
+	reason := ReasonOverridden
 	for _, a := range res.Ancestors {
 		c := a.Enforced
 		if !a.Accepted.OK {
 			c = a.Accepted
+			reason = worseReason(reason, a.Accepted.Reason)
 		}
 		why = append(why, c.Reason+": "+c.Message)
 	}
@@ -87,7 +102,16 @@ func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 		msg += ": " + strings.Join(why, "; ")
 	}
 	p.Status.Snapshot = nil
-	setCondition(p, v1alpha1.ConditionPublished, false, ReasonNotAttached, msg)
+	setCondition(p, v1alpha1.ConditionPublished, false, reason, msg)
+}
+
+// worseReason folds one ancestor's Accepted reason into the policy's: a missing target
+// (which may still appear) outranks a conflict, which outranks being overridden.
+func worseReason(have, accepted string) string {
+	if have == ReasonNotAttached || accepted == attachment.ReasonTargetNotFound {
+		return ReasonNotAttached
+	}
+	return ReasonConflicted
 }
 
 // attach resolves p's targets and writes its ancestors; it returns the resolution (nil

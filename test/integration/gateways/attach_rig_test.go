@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -201,6 +202,18 @@ func (r *attachRig) waitAncestor(t *testing.T, name, ancestor, typ string, statu
 	t.Helper()
 	wait.Eventually(t, 30*time.Second, fmt.Sprintf("%s: %s %s=%s/%s", name, ancestor, typ, status, reason), func() error {
 		c := r.ancestorCondition(t, name, ancestor, typ)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+}
+
+// waitCondition waits until policy name's own condition typ has status and reason.
+func (r *attachRig) waitCondition(t *testing.T, name, typ string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	wait.Eventually(t, 30*time.Second, fmt.Sprintf("%s: %s=%s/%s", name, typ, status, reason), func() error {
+		c := meta.FindStatusCondition(r.get(t, name).Status.Conditions, typ)
 		if c == nil || c.Status != status || c.Reason != reason {
 			return fmt.Errorf("condition %+v", c)
 		}

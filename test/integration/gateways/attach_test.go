@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,8 +108,12 @@ func TestAttachDefaultsOverrides(t *testing.T) {
 	if got := fmt.Sprint(r.burst(t, 2, "a.example.com", "/x")); got != "[200 429]" {
 		t.Errorf("route a under the overrides (1/min): %s", got)
 	}
-	if ready := r.get(t, "route-a").Status.Conditions; !strings.Contains(fmt.Sprint(ready), controller.ReasonNotAttached) {
-		t.Errorf("overridden route-a's conditions do not say NotAttached: %v", ready)
+	// Overridden everywhere is the Gateway owner's choice: Ready, not Stalled, so GitOps
+	// tools see the app team's policy healthy and the not-Ready alert stays quiet.
+	r.waitCondition(t, "route-a", v1alpha1.ConditionPublished, metav1.ConditionFalse, controller.ReasonOverridden)
+	r.waitCondition(t, "route-a", v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonOverridden)
+	if s := meta.FindStatusCondition(r.get(t, "route-a").Status.Conditions, v1alpha1.ConditionStalled); s != nil {
+		t.Errorf("overridden route-a is Stalled: %+v", s)
 	}
 }
 
@@ -121,16 +126,19 @@ func TestAttachTargetNotFoundConflictIstio(t *testing.T) {
 	r.gateway(t, "mesh", istioClass)
 	r.policy(t, "early", 3, "", v1alpha1.KindHTTPRoute, "late")
 	r.waitAncestor(t, "early", "late", accepted, metav1.ConditionFalse, "TargetNotFound")
+	r.waitCondition(t, "early", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonNotAttached)
 	r.route(t, "late", "mesh", "late.example.com", "/")
 	r.waitAncestor(t, "early", "mesh", accepted, metav1.ConditionTrue, "Accepted")
 	checkAuthorizationPolicy(t, r, "early", "mesh")
 
 	r.policy(t, "second", 3, "", v1alpha1.KindHTTPRoute, "late")
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionFalse, "Conflicted")
+	r.waitCondition(t, "second", v1alpha1.ConditionStalled, metav1.ConditionTrue, controller.ReasonConflicted)
 	if err := r.c.Delete(context.Background(), r.get(t, "early")); err != nil {
 		t.Fatal(err)
 	}
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionTrue, "Accepted")
+	r.waitCondition(t, "second", v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady)
 	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("early"))
 	checkAuthorizationPolicy(t, r, "second", "mesh")
 
