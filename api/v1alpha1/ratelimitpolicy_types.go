@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // RateLimitPolicySpec is the desired behaviour of a rate limit: which requests it governs,
@@ -9,14 +10,31 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || self.limits.all(l, !has(l.burst))",message="burst is only allowed when algorithm is TokenBucket or GCRA",fieldPath=".limits"
 // +kubebuilder:validation:XValidation:rule="self.failureMode == 'LocalCap' ? has(self.localCap) : !has(self.localCap)",message="localCap must be set when failureMode is LocalCap, and only then",fieldPath=".localCap"
-// +kubebuilder:validation:XValidation:rule="!self.identity.sources.exists(s, s.type == 'Descriptor') || has(self.match.envoy)",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.sources"
-// +kubebuilder:validation:XValidation:rule="!has(self.idempotency) || !has(self.idempotency.descriptorKey) || has(self.match.envoy)",message="idempotency.descriptorKey needs match.envoy",fieldPath=".idempotency.descriptorKey"
+// +kubebuilder:validation:XValidation:rule="!self.identity.sources.exists(s, s.type == 'Descriptor') || (has(self.match) && has(self.match.envoy))",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.sources"
+// +kubebuilder:validation:XValidation:rule="!has(self.idempotency) || !has(self.idempotency.descriptorKey) || (has(self.match) && has(self.match.envoy))",message="idempotency.descriptorKey needs match.envoy",fieldPath=".idempotency.descriptorKey"
+// +kubebuilder:validation:XValidation:rule="has(self.match) != has(self.targetRefs)",message="set exactly one of match and targetRefs: a policy attached to Gateway API objects takes the hosts, paths and methods it governs from them"
+// +kubebuilder:validation:XValidation:rule="!has(self.precedence) || (has(self.targetRefs) && self.targetRefs.all(t, t.kind == 'Gateway'))",message="precedence is only for policies whose targetRefs are all Gateways",fieldPath=".precedence"
 type RateLimitPolicySpec struct {
 	// match selects the requests this policy governs: HTTP hosts, path prefixes and methods
 	// for the HTTP and reverse-proxy fronts, and an Envoy rate limit domain with descriptor
-	// entries for the Envoy RLS front.
-	// +required
-	Match Match `json:"match"`
+	// entries for the Envoy RLS front. Required unless targetRefs is set, forbidden with it.
+	// +optional
+	Match Match `json:"match,omitzero"`
+
+	// targetRefs attach the policy to Gateway API objects of its namespace (GEP-713): it
+	// governs the hostnames, paths and methods of the targeted routes, or of every route of
+	// a targeted Gateway, following them as they change. Forbidden with match.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	TargetRefs []TargetRef `json:"targetRefs,omitempty"`
+
+	// precedence is how a policy whose targetRefs are Gateways combines with the policies of
+	// the Gateways' routes, per route and as a whole: Defaults (the default) applies to
+	// routes without a policy of their own, Overrides replaces the routes' own policies.
+	// +optional
+	Precedence Precedence `json:"precedence,omitempty"`
 
 	// identity says who the caller is: an ordered list of sources, the first one present wins.
 	// Each distinct identity gets its own counters.
@@ -96,6 +114,14 @@ type RateLimitPolicyStatus struct {
 	// snapshot is the sidecar snapshot that carries this policy.
 	// +optional
 	Snapshot *SnapshotReference `json:"snapshot,omitempty"`
+
+	// ancestors is the policy's state with respect to each Gateway its targetRefs lead to
+	// (or each target that could not be resolved), as Gateway API tools read it: Accepted
+	// and Enforced conditions per ancestor. Empty for a policy without targetRefs.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Ancestors []gwapiv1.PolicyAncestorStatus `json:"ancestors,omitempty"`
 }
 
 // RateLimitPolicy limits how often callers may make the requests it matches. It is enforced
@@ -104,6 +130,7 @@ type RateLimitPolicyStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rlp,categories=ratelimit
+// +kubebuilder:metadata:labels="gateway.networking.k8s.io/policy=inherited"
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.algorithm`
 // +kubebuilder:printcolumn:name="Requests",type=integer,JSONPath=`.spec.limits[0].requests`,description="Requests allowed by the first limit"
 // +kubebuilder:printcolumn:name="Per",type=string,JSONPath=`.spec.limits[0].period`,description="Period of the first limit"

@@ -46,3 +46,24 @@ type SnapshotReference struct {
 	// +kubebuilder:validation:MaxLength=128
 	Version string `json:"version,omitempty"`
 }
+
+// Condition types and reasons of status.ancestors[], besides Gateway API's Accepted and its
+// reasons (Accepted, Invalid, TargetNotFound, Conflicted).
+const (
+	// AncestorConditionEnforced is True when the policy governs traffic through the
+	// ancestor: some of the routes it leads to are its own. False with reason Overridden
+	// when other policies govern all of them (a Gateway's overrides over a route policy, a
+	// route policy over a Gateway's defaults), NoRoutes when a Gateway has no route to
+	// govern, NotAccepted when the policy is not accepted there.
+	AncestorConditionEnforced = "Enforced"
+	// AncestorReasonEnforced is Enforced's reason when True.
+	AncestorReasonEnforced = "Enforced"
+	// AncestorReasonOverridden is Enforced's reason when other policies take every route.
+	AncestorReasonOverridden = "Overridden"
+	// AncestorReasonNoRoutes is Enforced's reason when a Gateway has no route to govern.
+	AncestorReasonNoRoutes = "NoRoutes"
+	// AncestorReasonNotAccepted is Enforced's reason when Accepted is False.
+	AncestorReasonNotAccepted = "NotAccepted"
+	// ControllerName is status.ancestors[].controllerName of this operator.
+	ControllerName = "policy.ratelimit.dev/ratelimit-operator"
+)

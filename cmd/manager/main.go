@@ -48,6 +48,7 @@ type options struct {
 	keyPrefix     string
 	redis         redisconn.Options
 	tenancy       tenancyOptions
+	gateway       gatewayOptions
 	zap           zap.Options
 }
 
@@ -79,6 +80,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
 	o.redis.BindFlags(fs)
 	o.tenancy.bind(fs)
+	o.gateway.bind(fs)
 	o.zap.BindFlags(fs)
 }
 
@@ -105,6 +107,10 @@ func run(o options) error {
 	if err := o.tenancy.validate(); err != nil {
 		return fmt.Errorf("tenancy flags: %w", err)
 	}
+	gateway, err := o.gateway.config()
+	if err != nil {
+		return err
+	}
 	rdb, err := redisconn.NewClient(o.redis)
 	if err != nil {
 		return fmt.Errorf("redis client: %w", err)
@@ -114,7 +120,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules}); err != nil {
+	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules, Gateway: gateway}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
 	closeTenancy, err := o.tenancy.setup(mgr, rdb, o.redis, o.scriptResync, o.keyPrefix)

@@ -7,11 +7,12 @@
 --              is in its namespace's snapshot, so every sidecar enforces it. A Redis outage
 --              does not change that (the sidecars apply the policy's failure mode); the
 --              message says so, and ScriptsLoaded=False/RedisUnavailable shows it.
--- Degraded     Stalled=True (InvalidPolicy, SnapshotTooLarge): nothing changes until the
+-- Degraded     Stalled=True (InvalidPolicy, SnapshotTooLarge, Conflicted): nothing changes until the
 --              spec, or the namespace's policies, do. Also Ready=False for any reason not
 --              listed under Progressing.
--- Progressing  no status yet, a generation the controller has not acted on yet, or
---              Ready=False/Unknown while it publishes (PublishPending, Unknown).
+-- Progressing  no status yet, a generation the controller has not acted on yet,
+--              Ready=False/Unknown while it publishes (PublishPending, Unknown), or while
+--              a Gateway API target it is attached to does not exist yet (NotAttached).
 local hs = {status = "Progressing", message = "Waiting for the controller to act on the policy"}
 local generation = obj.metadata.generation or 0
 local status = obj.status
@@ -54,7 +55,8 @@ end
 hs.message = describe(ready)
 if ready.status == "True" then
   hs.status = "Healthy"
-elseif ready.status == "False" and ready.reason ~= "PublishPending" and ready.reason ~= "Unknown" then
+elseif ready.status == "False" and ready.reason ~= "PublishPending" and ready.reason ~= "Unknown"
+    and ready.reason ~= "NotAttached" then
   hs.status = "Degraded"
 end
 return hs

@@ -18,8 +18,12 @@ import (
 
 // controlPlane starts kube-apiserver + etcd with the CRD and the webhook configurations.
 func (d *demo) controlPlane(_ context.Context) error {
-	d.step("Control plane: kube-apiserver + etcd (envtest), CRD and webhook configurations installed")
-	env, err := kube.Start(kube.WithWebhookConfigs)
+	d.step("Control plane: kube-apiserver + etcd (envtest), CRDs (ours, Gateway API's) and webhook configurations installed")
+	gatewayCRDs, err := withGatewayAPI()
+	if err != nil {
+		return err
+	}
+	env, err := kube.Start(kube.WithWebhookConfigs, gatewayCRDs)
 	if err != nil {
 		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
 	}

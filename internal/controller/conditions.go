@@ -35,7 +35,7 @@ func setCondition(p *v1alpha1.RateLimitPolicy, typ string, ok bool, reason, msg 
 
 // stalledReasons are the Published reasons the controller cannot get past on its own: the
 // spec (or, for SnapshotTooLarge, the namespace's policies) must change.
-var stalledReasons = map[string]bool{ReasonInvalidPolicy: true, ReasonSnapshotTooLarge: true}
+var stalledReasons = map[string]bool{ReasonInvalidPolicy: true, ReasonSnapshotTooLarge: true, ReasonConflicted: true}
 
 // setReady derives Ready and Stalled from Published.
 //
@@ -47,13 +47,17 @@ var stalledReasons = map[string]bool{ReasonInvalidPolicy: true, ReasonSnapshotTo
 // (ScriptsLoaded=False, RedisUnavailable), metric and alert. The Ready message says so.
 //
 // Stalled (kstatus's abnormal-true condition, which makes kstatus report Failed) is True
-// while the policy cannot be published without a change: InvalidPolicy, SnapshotTooLarge.
+// while the policy cannot be published without a change: InvalidPolicy, SnapshotTooLarge,
+// Conflicted. An attached policy Overridden on every route is Ready: it is accepted, and
+// governing nothing is what the Gateway's owner asked for.
 // It is removed otherwise.
 func setReady(p *v1alpha1.RateLimitPolicy) {
 	pub := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionPublished)
 	switch {
 	case pub == nil:
 		setCondition(p, v1alpha1.ConditionReady, false, "Unknown", v1alpha1.ConditionPublished+" is not known yet")
+	case pub.Status != metav1.ConditionTrue && pub.Reason == ReasonOverridden:
+		setCondition(p, v1alpha1.ConditionReady, true, ReasonOverridden, "accepted; "+pub.Message)
 	case pub.Status != metav1.ConditionTrue:
 		setCondition(p, v1alpha1.ConditionReady, false, pub.Reason, pub.Message)
 	default:

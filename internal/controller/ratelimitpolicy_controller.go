@@ -18,11 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -48,6 +50,10 @@ type PolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Rules are the installation's validation settings (the key prefix), as the webhook's.
 	Rules policy.Rules
+	// Gateways resolves targetRefs (required: without Gateway API served it finds none).
+	Gateways *GatewayAPI
+	// DataPlane keeps the gateways' SecurityPolicies and AuthorizationPolicies; nil for none.
+	DataPlane *DataPlane
 
 	ready   conditionTracker // Ready; feeds ratelimit_policies{ready}
 	scripts conditionTracker // ScriptsLoaded
@@ -89,6 +95,7 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	compiled, errs := r.Rules.Build(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
+		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}
 	}
 	s := compiled.Limiter.Script()
@@ -100,9 +107,33 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	} else {
 		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
-	r.setPublished(ctx, p, compiled.Entry)
+	attached, err := r.publish(ctx, p, compiled)
+	if err == nil {
+		err = r.programDataPlane(ctx, p, attached)
+	}
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "attach to Gateway API targets")
+		res.RequeueAfter = GatewayRetry
+	}
 	setReady(p)
 	return res
+}
+
+// publish reports whether p's compiled entry is published. For a policy with targetRefs
+// that entry is the one its targets give it (none: Published says why), and the resolved
+// attachment is returned; an error leaves Published as it was, to be retried.
+func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPolicy, compiled policy.Compiled) (*attachment.Result, error) {
+	res, eff, ok, err := r.attach(ctx, p)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return res, nil
+	case eff != p:
+		compiled, _ = r.Rules.Build(eff) // compiles: only match.http differs from p, which did
+	}
+	r.setPublished(ctx, p, compiled.Entry)
+	return res, nil
 }
 
 // setInvalid reports a policy that does not compile. When the published snapshot still
@@ -196,6 +227,9 @@ func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPo
 	if r.Snapshots.Holds(ctx, p.Namespace, p.Name) {
 		return nil
 	}
+	if err := r.DataPlane.Remove(ctx, p); err != nil {
+		return err
+	}
 	controllerutil.RemoveFinalizer(p, Finalizer)
 	if err := client.IgnoreNotFound(r.Update(ctx, p)); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err) // gone already: nothing left to do
@@ -207,14 +241,52 @@ func (r *PolicyReconciler) finalize(ctx context.Context, p *v1alpha1.RateLimitPo
 // SetupWithManager registers the controller: policy spec changes and deletions, changes of
 // what a namespace's snapshot holds (to report Published), and script-state changes.
 func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RateLimitPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Snapshots.Changed(), handler.EnqueueRequestsFromMapFunc(r.policiesIn))).
 		WatchesRawSource(source.Channel(r.Scripts.Changed(), handler.EnqueueRequestsFromMapFunc(r.allPolicies))).
 		// Policies are independent; 4 workers shorten a bulk apply's time to Ready
 		// (docs/benchmarks.md, "Measurements behind the defaults").
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	return r.watchAttachments(b).Complete(r)
+}
+
+// watchAttachments re-evaluates attached policies when what they attach to changes: a
+// route or Gateway (their namespaces' policies), or another policy of the namespace (a
+// conflict won or given up).
+func (r *PolicyReconciler) watchAttachments(b *builder.TypedBuilder[reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
+	inNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var out []reconcile.Request
+		for _, ns := range r.Gateways.routeNamespaces(ctx, o) {
+			out = append(out, r.attachedIn(ctx, ns, "")...)
+		}
+		return out
+	})
+	for _, o := range r.Gateways.watched() { // none without Gateway API
+		b = b.Watches(o, inNamespaces, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.attachedPeers),
+		builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+}
+
+// attachedPeers maps a policy event to the other policies of its namespace with targetRefs.
+func (r *PolicyReconciler) attachedPeers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.attachedIn(ctx, o.GetNamespace(), o.GetName())
+}
+
+// attachedIn are the policies of ns with targetRefs, but the one named except.
+func (r *PolicyReconciler) attachedIn(ctx context.Context, ns, except string) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if len(list.Items[i].Spec.TargetRefs) > 0 && list.Items[i].Name != except {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
 }
 
 // policiesIn maps a snapshot change (an object in the namespace) to the namespace's policies.

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -23,6 +24,39 @@ type Config struct {
 	Resync time.Duration
 	// Rules are the installation's validation settings (the key prefix), the webhook's too.
 	Rules policy.Rules
+	// Gateway configures policy attachment to Gateway API objects.
+	Gateway GatewayConfig
+}
+
+// GatewayConfig is how attached policies reach the gateways' data planes.
+type GatewayConfig struct {
+	// Implementations says which GatewayClasses are Envoy Gateway and which Istio.
+	Implementations attachment.Implementations
+	// Service and Port are the shared ext_authz service of each namespace (config/service).
+	Service string
+	// Port is the service's ext_authz gRPC port.
+	Port int32
+	// IstioProvider is the mesh config ext_authz provider; "{namespace}" is the policy's.
+	IstioProvider string
+}
+
+// gatewaySetup returns the Gateway API reader and the data plane writer, nil when the API
+// server does not serve Gateway API (the reader then finds no target).
+func gatewaySetup(mgr ctrl.Manager, cfg GatewayConfig) (*GatewayAPI, *DataPlane) {
+	gw := NewGatewayAPI(mgr.GetClient(), mgr.GetRESTMapper())
+	log := mgr.GetLogger().WithName("gateway-api")
+	if !gw.Enabled {
+		log.Info("Gateway API is not served: policies with targetRefs report their targets not found")
+		return gw, nil
+	}
+	m := mgr.GetRESTMapper()
+	dp := &DataPlane{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Implementations: cfg.Implementations,
+		Service: cfg.Service, Port: cfg.Port, IstioProvider: cfg.IstioProvider,
+		SecurityPolicies:      served(m, SecurityPolicyGVK.Group, SecurityPolicyGVK.Kind, SecurityPolicyGVK.Version),
+		AuthorizationPolicies: served(m, AuthorizationPolicyGVK.Group, AuthorizationPolicyGVK.Kind, AuthorizationPolicyGVK.Version)}
+	log.Info("Gateway API policy attachment", "grpcRoutes", gw.GRPCRoutes,
+		"securityPolicies", dp.SecurityPolicies, "authorizationPolicies", dp.AuthorizationPolicies)
+	return gw, dp
 }
 
 // Setup registers the script loader, the snapshot controller and the policy controller.
@@ -33,13 +67,15 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	if err := mgr.Add(loader); err != nil {
 		return fmt.Errorf("add script loader: %w", err)
 	}
-	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Redis: snapshot.Redis{
+	gateways, dataPlane := gatewaySetup(mgr, cfg.Gateway)
+	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Redis: snapshot.Redis{
 		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
 	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
-		Recorder: recorder, Rules: cfg.Rules, ready: conditionTracker{gauge: policiesByReady}}
+		Recorder: recorder, Rules: cfg.Rules, Gateways: gateways, DataPlane: dataPlane,
+		ready: conditionTracker{gauge: policiesByReady}}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
 	}

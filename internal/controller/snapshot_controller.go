@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -41,6 +42,8 @@ type SnapshotReconciler struct {
 	Rules policy.Rules
 	// CoalesceDelay is how long policy events wait to be merged. Default 250ms.
 	CoalesceDelay time.Duration
+	// Gateways resolves policies with targetRefs to what they govern; nil publishes none.
+	Gateways *GatewayAPI
 
 	mu        sync.Mutex
 	published map[string]publishedState // by namespace
@@ -80,7 +83,11 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("list policies in %s: %w", ns, err)
 	}
-	snap, owners, err := BuildOver(r.Rules, ns, r.Redis, list.Items, r.lastPublished(ctx, ns))
+	items, err := r.effective(ctx, ns, list.Items)
+	if err != nil {
+		return err
+	}
+	snap, owners, err := BuildOver(r.Rules, ns, r.Redis, items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return err
 	}
@@ -103,6 +110,19 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
 	r.record(ctx, ns, stateOf(snap))
 	return nil
+}
+
+// effective is the namespace's policies as the sidecars run them: a policy with targetRefs
+// carries the matches its targets give it, and is left out when they give it none.
+func (r *SnapshotReconciler) effective(ctx context.Context, ns string, items []v1alpha1.RateLimitPolicy) ([]v1alpha1.RateLimitPolicy, error) {
+	var results map[string]*attachment.Result
+	if r.Gateways != nil {
+		var err error
+		if results, err = r.Gateways.Resolve(ctx, ns, items); err != nil {
+			return nil, err
+		}
+	}
+	return attachment.EffectiveAll(items, results), nil
 }
 
 // ownerRefBytes is a generous size of one serialized owner reference.
@@ -399,12 +419,21 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("snapshot").
 		Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot())).
-		Complete(r)
+		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot()))
+	if r.Gateways != nil {
+		// A route or Gateway change moves what the namespace's attached policies govern.
+		toNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return namespaceRequests(r.Gateways.routeNamespaces(ctx, o))
+		})
+		for _, o := range r.Gateways.watched() {
+			b = b.Watches(o, toNamespaces, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		}
+	}
+	return b.Complete(r)
 }
 
 func nsKey(o client.Object) reconcile.Request {

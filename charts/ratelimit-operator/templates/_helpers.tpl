@@ -99,6 +99,10 @@ is left out so the binary's default applies. */}}
 {{- with $v.redis.tenantUsers.userPrefix }}{{ $a = append $a (printf "--redis-tenant-user-prefix=%s" .) }}{{ end -}}
 {{- with $v.redis.tenantUsers.rotationPeriod }}{{ $a = append $a (printf "--redis-tenant-rotation-period=%s" .) }}{{ end -}}
 {{- with $v.redis.tenantUsers.passwordGrace }}{{ $a = append $a (printf "--redis-tenant-password-grace=%s" .) }}{{ end -}}
+{{- with $v.gatewayAPI.implementations }}{{ $a = append $a (printf "--gateway-implementations=%s" .) }}{{ end -}}
+{{- with $v.gatewayAPI.extAuthService }}{{ $a = append $a (printf "--gateway-extauthz-service=%s" .) }}{{ end -}}
+{{- with $v.gatewayAPI.extAuthPort }}{{ $a = append $a (printf "--gateway-extauthz-port=%v" .) }}{{ end -}}
+{{- with $v.gatewayAPI.istioProvider }}{{ $a = append $a (printf "--istio-extauthz-provider=%s" .) }}{{ end -}}
 {{- if $v.logging.development }}{{ $a = append $a "--zap-devel" }}{{ end -}}
 {{- with $v.logging.encoder }}{{ $a = append $a (printf "--zap-encoder=%s" .) }}{{ end -}}
 {{- with $v.logging.level }}{{ $a = append $a (printf "--zap-log-level=%s" .) }}{{ end -}}

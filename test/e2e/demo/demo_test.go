@@ -36,6 +36,7 @@ func TestDemo(t *testing.T) {
 		"policies applied with kubectl, all Ready",
 		"burst: 200 ×5 then 429",
 		"gateway: the same policy through real Caddy with forward auth, 200 ×5 then 429",
+		"gateway API: policy attached to HTTPRoute shop, through ext_authz 200 ×3 then 429 on its host, 200 on another",
 		"bad policy refused by the admission webhook",
 		"cross-namespace policy refused",
 		"tenancy: demo-test and demo-test-b have their own Redis users",

@@ -57,9 +57,24 @@ var rbacUsed = map[string][]string{
 	// password, mark and unmark the grace before deletion and replace hand-edited
 	// credentials, Delete in deleteSecret. No other Secret can be read. Nothing patches one.
 	"/secrets@ratelimit-redis-credentials": {"delete", "get", "list", "update", "watch"},
-	// No ratelimitpolicies/finalizers: the finalizer is set through an Update of the policy,
-	// and the API server asks for finalizers/update only from whoever sets an owner
-	// reference with blockOwnerDeletion, which the snapshot's owner references do not.
+	// Gateway API attachment (internal/controller/gatewayapi.go, dataplane.go), used only
+	// when the API server serves Gateway API: the cache's List+Watch of Gateways, HTTPRoutes
+	// and GRPCRoutes (Watches; List in inputs and routeNamespaces; Get of another
+	// namespace's parent Gateway, served by the cache) and of GatewayClasses (Get in
+	// DataPlane.implementation, served by the cache). Nothing writes them.
+	"gateway.networking.k8s.io/gateways":       {"list", "watch"},
+	"gateway.networking.k8s.io/httproutes":     {"list", "watch"},
+	"gateway.networking.k8s.io/grpcroutes":     {"list", "watch"},
+	"gateway.networking.k8s.io/gatewayclasses": {"list", "watch"},
+	// DataPlane, in the policy's namespace: Get through the uncached reader in apply (is the
+	// name free, or ours?), server-side apply (Patch; Create when the object is new), List
+	// through the uncached reader and Delete in prune. No watch: nothing caches them.
+	"gateway.envoyproxy.io/securitypolicies":  {"create", "delete", "get", "list", "patch"},
+	"security.istio.io/authorizationpolicies": {"create", "delete", "get", "list", "patch"},
+	// The data plane objects' owner reference sets blockOwnerDeletion, which the API server
+	// (OwnerReferencesPermissionEnforcement) allows only to whoever may update the owner's
+	// finalizers. The finalizer itself is set through an Update of the policy.
+	"policy.ratelimit.dev/ratelimitpolicies/finalizers": {"update"},
 }
 
 // TestRBACUseGeneratedRoles: the manager binary, acting as a service account bound to

@@ -70,11 +70,16 @@ type Manager struct {
 // Start runs a manager with ManagerOptions(namespaces...) and controller.Setup bound to rdb
 // (the script loader checking every resync), and returns once its caches are synced.
 func Start(cfg *rest.Config, rdb redis.UniversalClient, topo redisconn.Topology, resync time.Duration, namespaces ...string) (*Manager, error) {
+	return StartWith(cfg, rdb, topo, controller.Config{Resync: resync}, namespaces...)
+}
+
+// StartWith is Start with the controllers' whole configuration (Gateway API settings, say).
+func StartWith(cfg *rest.Config, rdb redis.UniversalClient, topo redisconn.Topology, conf controller.Config, namespaces ...string) (*Manager, error) {
 	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ManagerOptions(namespaces...))
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
+	if err := controller.Setup(mgr, rdb, topo, conf); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
