@@ -69,6 +69,9 @@ type Spec struct {
 	FailureMode FailureMode
 	// LocalCap is required when FailureMode is LocalCap.
 	LocalCap *LocalCapConfig
+	// Leases lets a Limiter serve this policy's hot identities from leases of units
+	// debited ahead (the local tier, see LeaseOptions).
+	Leases bool
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
@@ -76,6 +79,8 @@ type Spec struct {
 type Policy struct {
 	Spec
 	script   *Script
+	// leaseScript takes and returns leases (the local tier).
+	leaseScript *Script
 	state    *keylayout.Template
 	idem     *keylayout.Template
 	ttlMS    string
@@ -99,7 +104,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	if err != nil {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
-	p := &Policy{Spec: c, script: s}
+	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm]}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

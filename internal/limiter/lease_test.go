@@ -1,0 +1,324 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// leasePolicy is newPolicy with leases on.
+func leasePolicy(t testing.TB, alg Algorithm, limits ...Limit) *Policy {
+	t.Helper()
+	p := newPolicy(t, alg, FailClosed, limits...)
+	c := p.Spec
+	c.Leases = true
+	q, err := NewPolicy(c)
+	if err != nil {
+		t.Fatalf("NewPolicy: %v", err)
+	}
+	return q
+}
+
+// leaseLog records the lease calls of a limiter (Options.Leases.OnLease).
+type leaseLog struct {
+	mu                         sync.Mutex
+	calls, granted, largest    int64
+	returned, refused, returns int64
+}
+
+func (g *leaseLog) record(_ *Policy, granted, returned int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	g.granted += granted
+	g.largest = max(g.largest, granted)
+	g.returned += returned
+	if granted == 0 {
+		g.refused++
+	}
+}
+
+// leaseLimiters is n limiters (two sidecars, say) on separate clients with leases logged.
+func leaseLimiters(t testing.TB, srv interface{ Client() *redis.Client }, n int, log *leaseLog) []*Limiter {
+	t.Helper()
+	out := make([]*Limiter, n)
+	for i := range out {
+		c := srv.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		out[i] = newLimiter(t, c, Options{Pipelining: i%2 == 1, Leases: LeaseOptions{OnLease: log.record}})
+	}
+	return out
+}
+
+// TestLeasesNeverOverAdmit hammers one identity with a limit of L per 1000 hours (nothing
+// refills, no window ends) from 64 callers over two limiters with leases on, 2L checks in
+// all, for every algorithm: the admitted count never exceeds L (over-admission exactly 0),
+// misses L by no more than the units two leases can hold (the under-admission bound), and
+// most decisions come from leases, not Redis.
+func TestLeasesNeverOverAdmit(t *testing.T) {
+	const limit, callers = 1000, 64
+	srv, _ := standalone(t)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			lims := leaseLimiters(t, srv, 2, &log)
+			p := leasePolicy(t, alg, Limit{Name: "long", Requests: limit, Period: 1000 * time.Hour})
+			var admitted, fromLease, fromRedis atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for g := range callers {
+				wg.Go(func() {
+					<-start
+					for range 2 * limit / callers {
+						d := lims[g%2].Check(context.Background(), p, Request{Identity: "hot"})
+						if d.WithoutRedis() {
+							t.Errorf("decided without Redis: %v", d.Err)
+							return
+						}
+						if d.Source == SourceLease {
+							fromLease.Add(1)
+						} else {
+							fromRedis.Add(1)
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			got := admitted.Load()
+			bound := 2 * log.largest
+			t.Logf("%s: admitted %d of %d (under by %d, bound 2 * largest lease = %d); %d from leases, %d from Redis; %d lease calls, %d refused",
+				alg, got, limit, limit-got, bound, fromLease.Load(), fromRedis.Load(), log.calls, log.refused)
+			if got > limit {
+				t.Fatalf("over-admission: %d admitted, limit %d", got, limit)
+			}
+			if limit-got > bound {
+				t.Errorf("under-admission %d exceeds the bound %d", limit-got, bound)
+			}
+			if fromLease.Load() < limit/2 {
+				t.Errorf("only %d of %d admissions came from leases", fromLease.Load(), got)
+			}
+		})
+	}
+}
+
+// hotUp makes identity hot at l (HotRate is 50/s: a burst of checks within 100ms), and
+// returns how many of those checks were admitted.
+func hotUp(t testing.TB, l *Limiter, p *Policy, identity string, n int) int64 {
+	t.Helper()
+	var ok int64
+	for range n {
+		d := l.Check(context.Background(), p, Request{Identity: identity})
+		if d.WithoutRedis() {
+			t.Fatalf("decided without Redis: %v", d.Err)
+		}
+		if d.Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+// redisRemaining asks Redis, through a limiter without leases, what identity has left (one
+// unit is spent asking).
+func redisRemaining(t testing.TB, rdb redis.UniversalClient, p *Policy, identity string) int64 {
+	t.Helper()
+	c := p.Spec
+	c.Leases = false
+	q, err := NewPolicy(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustCheck(t, newLimiter(t, rdb, Options{}), q, Request{Identity: identity}).Remaining
+}
+
+// TestReturnedLeaseLeavesExactCount takes leases for a hot identity, spends part, returns
+// the rest and checks Redis: for the windows exactly the admitted units stay counted; for
+// TokenBucket and GCRA no more than were admitted (cells that started unspent are gone
+// with the time they stood for, never more).
+func TestReturnedLeaseLeavesExactCount(t *testing.T) {
+	srv, rdb := standalone(t)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			l := leaseLimiters(t, srv, 1, &log)[0]
+			p := leasePolicy(t, alg, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
+			admitted := hotUp(t, l, p, "ret", 40)
+			if log.granted == 0 {
+				t.Fatalf("no lease taken after 40 quick checks")
+			}
+			if err := l.ReturnLeases(context.Background()); err != nil {
+				t.Fatalf("ReturnLeases: %v", err)
+			}
+			rem := redisRemaining(t, rdb, p, "ret")
+			used := 1000 - rem - 1
+			t.Logf("admitted %d, Redis counts %d used, %d leased in %d calls, %d returned", admitted, used, log.granted, log.calls, log.returned)
+			if used < admitted {
+				t.Fatalf("Redis counts %d used, fewer than the %d admitted: a return revived spent units", used, admitted)
+			}
+			if alg == FixedWindow || alg == SlidingWindow {
+				if used != admitted {
+					t.Errorf("Redis counts %d used after the return, want exactly the %d admitted", used, admitted)
+				}
+			}
+		})
+	}
+}
+
+// TestReturnAfterDataLossRevivesNothing: a lease is taken, Redis loses everything (FLUSHALL,
+// as a restart without persistence), other callers spend; returning the old lease then
+// must not give back units that the new state never held.
+func TestReturnAfterDataLossRevivesNothing(t *testing.T) {
+	srv, rdb := standalone(t)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			l := leaseLimiters(t, srv, 1, &log)[0]
+			p := leasePolicy(t, alg, Limit{Name: "long", Requests: 100, Period: 1000 * time.Hour})
+			hotUp(t, l, p, "lost", 12)
+			if log.granted == 0 {
+				t.Fatal("no lease taken")
+			}
+			if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := redisRemaining(t, rdb, p, "lost")
+			if err := l.ReturnLeases(context.Background()); err != nil {
+				t.Fatalf("ReturnLeases: %v", err)
+			}
+			after := redisRemaining(t, rdb, p, "lost")
+			if after != before-1 {
+				t.Errorf("remaining %d after returning a lease lost with the data, want %d: the return revived units", after, before-1)
+			}
+			if log.returned != 0 {
+				t.Errorf("%d units returned after the data loss, want 0", log.returned)
+			}
+		})
+	}
+}
+
+// TestLeaseReturnNeverRevivesEndedWindow takes a lease in one fixed window and returns it
+// in the next: the next window's count must not drop.
+func TestLeaseReturnNeverRevivesEndedWindow(t *testing.T) {
+	srv, rdb := standalone(t)
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			l := leaseLimiters(t, srv, 1, &log)[0]
+			const period = 400 * time.Millisecond
+			p := leasePolicy(t, alg, Limit{Name: "short", Requests: 1000, Period: period})
+			waitWindowStart(t, rdb, period)
+			hotUp(t, l, p, "edge", 12)
+			if log.granted == 0 {
+				t.Fatal("no lease taken")
+			}
+			waitWindowStart(t, rdb, period)
+			hotUp(t, newLimiter(t, rdb, Options{}), p, "edge", 5) // counted in the new window
+			before := redisRemaining(t, rdb, p, "edge")
+			if err := l.ReturnLeases(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			after := redisRemaining(t, rdb, p, "edge")
+			if after > before-1 {
+				t.Errorf("remaining rose from %d to %d: a lease of an ended window was returned into the next", before, after)
+			}
+		})
+	}
+}
+
+// waitWindowStart sleeps until just after a window of period begins on the Redis clock.
+func waitWindowStart(t testing.TB, rdb redis.UniversalClient, period time.Duration) {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(period - time.Duration(now.UnixNano())%period + 5*time.Millisecond)
+}
+
+// TestEditedPolicyDropsLeases: leases taken under a policy are not spent under its edited
+// successor (a new *Policy, as every snapshot change compiles): the lowered limit counts
+// the old lease's units as used, and nothing beyond it is admitted.
+func TestEditedPolicyDropsLeases(t *testing.T) {
+	srv, _ := standalone(t)
+	var log leaseLog
+	l := leaseLimiters(t, srv, 1, &log)[0]
+	old := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
+	before := hotUp(t, l, old, "edited", 20)
+	if log.granted == 0 {
+		t.Fatal("no lease taken")
+	}
+	c := old.Spec
+	c.Limits = []Limit{{Name: "long", Requests: before + 3, Period: 1000 * time.Hour}}
+	lowered, err := NewPolicy(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := hotUp(t, l, lowered, "edited", 50)
+	// The old lease's units stay debited; at most what the new limit leaves is admitted.
+	if before+after > before+3 {
+		t.Errorf("admitted %d under the lowered limit of %d after %d under the old: over-admission", after, before+3, before)
+	}
+}
+
+// TestColdAndIdempotentChecksAskRedis: an identity below HotRate is never leased, and an
+// idempotent check asks Redis even when its identity is hot.
+func TestColdAndIdempotentChecksAskRedis(t *testing.T) {
+	srv, _ := standalone(t)
+	var log leaseLog
+	l := leaseLimiters(t, srv, 1, &log)[0]
+	p := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
+	for range 4 {
+		mustCheck(t, l, p, Request{Identity: "cold"})
+		time.Sleep(30 * time.Millisecond) // about 33/s, below the 50/s HotRate
+	}
+	if log.calls != 0 {
+		t.Fatalf("%d lease calls for a cold identity", log.calls)
+	}
+	hotUp(t, l, p, "hot", 20)
+	if log.granted == 0 {
+		t.Fatal("hot identity not leased")
+	}
+	for i := range 5 {
+		d := l.Check(context.Background(), p, Request{Identity: "hot", RequestID: string(rune('a' + i))})
+		if d.Source != SourceRedis {
+			t.Errorf("idempotent check answered by %s, want Redis", d.Source)
+		}
+	}
+}
+
+// TestLeaseTake checks the local spending rules: window units until the deadline; cells
+// only before they start, skipping the past ones.
+func TestLeaseTake(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := &lease{units: 3, base: t0.Add(time.Second)}
+	for i := range 3 {
+		if !w.take(1, t0) {
+			t.Fatalf("window unit %d refused before the deadline", i)
+		}
+	}
+	if w.take(1, t0) {
+		t.Fatal("a fourth unit of a 3-unit lease was spent")
+	}
+	late := &lease{units: 3, base: t0}
+	if late.take(1, t0.Add(time.Millisecond)) {
+		t.Fatal("window unit spent after the window ended")
+	}
+	cells := &lease{units: 10, base: t0, step: 10 * time.Millisecond}
+	if !cells.take(1, t0.Add(25*time.Millisecond)) || cells.next != 4 {
+		t.Fatalf("at 25ms the first spendable cell is 3 (starts at 30ms): next = %d", cells.next)
+	}
+	if !cells.take(2, t0.Add(30*time.Millisecond)) || cells.next != 6 {
+		t.Fatalf("two cells from 4 at 30ms: next = %d, want 6", cells.next)
+	}
+	if cells.take(1, t0.Add(91*time.Millisecond)) {
+		t.Fatal("spent a cell after the last one started")
+	}
+}

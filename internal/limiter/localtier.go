@@ -1,0 +1,263 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// LeaseOptions tune the local tier: leases of units for hot identities of policies with
+// Spec.Leases. The zero value of each field picks the default noted.
+type LeaseOptions struct {
+	// HotRate is the checks per second of one identity at this process from which it is
+	// served from leases; colder identities always ask Redis. Default 50.
+	HotRate float64
+	// Span is how long one lease should last at the identity's observed rate: a window
+	// lease asks for rate * Span units; a TokenBucket or GCRA lease for the cells spent or
+	// passed in Span, max(rate, 1/T) * Span (a cell must be spent before it starts).
+	// Default 100ms.
+	Span time.Duration
+	// MaxUnits caps one lease. Default 1000.
+	MaxUnits int64
+	// Identities bounds the (policy, identity) pairs tracked; the least recently used are
+	// forgotten with their unspent units (under-admission, never over). Default 10000.
+	Identities int
+	// OnLease, when set, is told of every lease call: the units granted (0: refused) and
+	// those returned from the caller's previous lease.
+	OnLease func(p *Policy, granted, returned int64)
+}
+
+func (o *LeaseOptions) defaults() {
+	if o.HotRate <= 0 {
+		o.HotRate = 50
+	}
+	if o.Span <= 0 {
+		o.Span = 100 * time.Millisecond
+	}
+	if o.MaxUnits <= 0 {
+		o.MaxUnits = 1000
+	}
+	if o.Identities <= 0 {
+		o.Identities = 10000
+	}
+}
+
+// localTier holds the leases of this process.
+type localTier struct {
+	opts    LeaseOptions
+	entries *lru.Cache[denyKey, *leaseEntry]
+	prefix  string
+	seq     atomic.Uint64
+}
+
+func newLocalTier(o LeaseOptions, now time.Time) (*localTier, error) {
+	o.defaults()
+	c, err := lru.New[denyKey, *leaseEntry](o.Identities)
+	if err != nil {
+		return nil, fmt.Errorf("lease table: %w", err)
+	}
+	// Lease ids are unique per process start and sequence: a record never names another's.
+	return &localTier{opts: o, entries: c, prefix: strconv.FormatInt(now.UnixNano(), 36)}, nil
+}
+
+// entry is the identity's state, created on first sight.
+func (t *localTier) entry(p *Policy, identity string) *leaseEntry {
+	k := newDenyKey(p, identity)
+	if e, ok := t.entries.Get(k); ok {
+		return e
+	}
+	e := &leaseEntry{remaining: -1}
+	if prev, found, _ := t.entries.PeekOrAdd(k, e); found {
+		return prev
+	}
+	return e
+}
+
+func (t *localTier) newID() string {
+	return t.prefix + "." + strconv.FormatUint(t.seq.Add(1), 36)
+}
+
+// want is the lease size for an identity seen at rate checks/s with remaining units left
+// (-1 unknown): rate * Span for windows; for TokenBucket and GCRA, whose cells must be spent
+// before they start (one starts every T), max(rate, 1/T) * Span. At least cost, at most
+// MaxUnits and a quarter of what remains, so that other sidecars keep most of it.
+func (t *localTier) want(p *Policy, rate float64, remaining, cost int64) int64 {
+	if leaseKind(p.Algorithm) == "t" {
+		rate = max(rate, 1e6/float64(p.minInterval()))
+	}
+	n := min(int64(math.Ceil(rate*t.opts.Span.Seconds())), t.opts.MaxUnits)
+	if remaining >= 0 {
+		n = min(n, remaining/4)
+	}
+	return max(n, cost)
+}
+
+// minInterval is the smallest T of the policy's limits, in µs.
+func (p *Policy) minInterval() int64 {
+	m := int64(math.MaxInt64)
+	for _, l := range p.Limits {
+		m = min(m, interval(l))
+	}
+	return max(m, 1)
+}
+
+// fromLease answers r from the identity's lease, taking a new one when the identity is hot
+// and the lease is spent; ok false sends r to Redis as usual.
+func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, now time.Time) (Decision, bool) {
+	t := l.leases
+	e.mu.Lock()
+	rate := e.meter.observe(now)
+	if e.cur != nil && e.cur.take(r.Cost, now) {
+		d := leased(p, e.cur.left(now))
+		e.mu.Unlock()
+		return d, true
+	}
+	if rate < t.opts.HotRate || e.fetching || now.Before(e.quiet) {
+		e.mu.Unlock()
+		return Decision{}, false
+	}
+	want := t.want(p, rate, e.remaining, r.Cost)
+	if want < minLeaseUnits {
+		e.mu.Unlock()
+		return Decision{}, false
+	}
+	// The lease in force ends here: its units are returned by this call and never spent.
+	prev := e.cur
+	e.cur, e.fetching = nil, true
+	e.mu.Unlock()
+	return l.takeLease(ctx, p, r, e, want, prev)
+}
+
+// takeLease runs the lease script: prev's unspent units back, up to want new ones.
+func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, want int64, prev *lease) (Decision, bool) {
+	id := l.leases.newID()
+	state := p.Keys(r.Identity, "")
+	keys := leaseKeys(state, id, prev)
+	b := l.breakerFor(ctx, keys[0])
+	if !b.allow() {
+		e.settle(nil, time.Time{}, -1)
+		return Decision{}, false // the usual path answers by the failure mode
+	}
+	sent := l.opts.Now()
+	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(want, prev))
+	cancel()
+	if err != nil {
+		// The lease may have been taken (a lost reply): its units are lost, never spent.
+		e.settle(nil, time.Time{}, -1)
+		l.failed(ctx, b, err)
+		return l.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
+	}
+	b.success()
+	rep, err := decodeLease(p, v, id, sent)
+	if err != nil {
+		e.settle(nil, time.Time{}, -1)
+		l.stats.count(KindCall)
+		return l.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b), true
+	}
+	if f := l.leases.opts.OnLease; f != nil {
+		f(p, unitsOf(rep.lease), rep.returned)
+	}
+	now := l.opts.Now()
+	if rep.lease == nil {
+		// Too little left to lease: ask Redis one by one for a while.
+		e.settle(nil, now.Add(l.leases.opts.Span), rep.left)
+		return Decision{}, false
+	}
+	rep.lease.state = state
+	return e.settle(rep.lease, time.Time{}, rep.left).spend(p, r.Cost, now)
+}
+
+func unitsOf(ls *lease) int64 {
+	if ls == nil {
+		return 0
+	}
+	return ls.units
+}
+
+// settle installs the outcome of a lease call: ls (nil: none), a quiet period and what is
+// left in Redis (-1: unknown).
+func (e *leaseEntry) settle(ls *lease, quiet time.Time, left int64) *leaseEntry {
+	e.mu.Lock()
+	e.cur, e.fetching, e.quiet = ls, false, quiet
+	if left >= 0 {
+		e.remaining = left
+	}
+	e.mu.Unlock()
+	return e
+}
+
+// spend answers a check from the lease in force, if it can.
+func (e *leaseEntry) spend(p *Policy, cost int64, now time.Time) (Decision, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur == nil || !e.cur.take(cost, now) {
+		return Decision{}, false
+	}
+	return leased(p, e.cur.left(now)), true
+}
+
+// noteRemaining remembers what Redis said is left, to size the next lease.
+func (e *leaseEntry) noteRemaining(d Decision) {
+	if d.Source != SourceRedis {
+		return
+	}
+	e.mu.Lock()
+	e.remaining = d.Remaining
+	e.mu.Unlock()
+}
+
+// leased is the decision of a check answered from a lease: admitted, with left the units
+// this process still holds (what the identity has left is at least that).
+func leased(p *Policy, left int64) Decision {
+	return Decision{Allowed: true, Remaining: left, Limit: p.size(0), LimitName: p.Limits[0].Name, Source: SourceLease}
+}
+
+// ReturnLeases gives back, in Redis, what this process's leases hold unspent, e.g. before it
+// stops; the leases end. Errors are joined; a lease whose return failed is lost (units never
+// spent: under-admission, never over).
+func (l *Limiter) ReturnLeases(ctx context.Context) error {
+	var errs []error
+	for _, k := range l.leases.entries.Keys() {
+		e, ok := l.leases.entries.Peek(k)
+		if !ok {
+			continue
+		}
+		e.mu.Lock()
+		prev := e.cur
+		e.cur = nil
+		e.mu.Unlock()
+		if prev == nil {
+			continue
+		}
+		if err := l.returnLease(ctx, k.policy, prev); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// returnLease runs the lease script asking for nothing: prev's unspent units go back.
+func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error {
+	keys := leaseKeys(prev.state, l.leases.newID(), prev)
+	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(0, prev))
+	if err != nil {
+		return fmt.Errorf("policy %s/%s: returning a lease: %w", p.Namespace, p.Name, err)
+	}
+	rep, err := decodeLease(p, v, "", time.Time{})
+	if err != nil {
+		return err
+	}
+	if f := l.leases.opts.OnLease; f != nil {
+		f(p, 0, rep.returned)
+	}
+	return nil
+}
