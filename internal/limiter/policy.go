@@ -78,15 +78,15 @@ type Spec struct {
 // concurrent use.
 type Policy struct {
 	Spec
-	script   *Script
+	script *Script
 	// leaseScript takes and returns leases (the local tier).
 	leaseScript *Script
-	state    *keylayout.Template
-	idem     *keylayout.Template
-	ttlMS    string
-	idemMS   string
-	replays  string // IdempotencyMaxReplays as ARGV
-	limitArg []any
+	state       *keylayout.Template
+	idem        *keylayout.Template
+	ttlMS       string
+	idemMS      string
+	replays     string // IdempotencyMaxReplays as ARGV
+	limitArg    []any
 	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
 	// read-only by every such call: go-redis copies args into each command.
 	commonArgs []any
