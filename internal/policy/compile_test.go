@@ -422,6 +422,8 @@ type acceptCase struct {
 
 var acceptCases = []acceptCase{
 	{"base", func(*v1alpha1.RateLimitPolicy) {}},
+	{"leases On", func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} }},
+	{"leases Off", func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
 	{"identity ending the key", func(p *v1alpha1.RateLimitPolicy) {
 		layout(p, "{rl:${namespace}/${policy}}:${limit}:${identity}", "", 0)
 	}},
@@ -574,6 +576,7 @@ func directConfig(p *v1alpha1.RateLimitPolicy) limiter.Spec {
 	if c.FailureMode == "" {
 		c.FailureMode = limiter.FailOpen
 	}
+	c.Leases = s.HotKeys != nil && s.HotKeys.Leases == v1alpha1.LeaseModeOn
 	for _, l := range s.Limits {
 		ll := limiter.Limit{Name: l.Name, Requests: l.Requests, Period: l.Period.Duration}
 		if l.Burst != nil {

@@ -19,6 +19,7 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	w = append(w, hotSlotWarning(p)...)
 	w = append(w, failOpenWarning(p)...)
 	w = append(w, skipWarning(p)...)
+	w = append(w, leaseWarning(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
 	}
@@ -107,4 +108,17 @@ func skipWarning(p *v1alpha1.RateLimitPolicy) []string {
 		}
 	}
 	return []string{"spec.identity.onMissing: Skip admits every request for which no source yields an identity without counting it: a client escapes this limit by leaving its identity out (no header, a malformed token); use Shared (one budget for all of them) or Reject, unless a hop in front guarantees the identity"}
+}
+
+// leaseWarning: leases trade exact remaining counts and units held by sidecars for fewer
+// Redis calls; the operator should know what they opt into.
+func leaseWarning(p *v1alpha1.RateLimitPolicy) []string {
+	if p.Spec.HotKeys == nil || p.Spec.HotKeys.Leases != v1alpha1.LeaseModeOn {
+		return nil
+	}
+	w := "spec.hotKeys.leases: On lets each sidecar hold units of a hot identity debited ahead: never more than the limits is admitted, but units a sidecar holds unspent are unavailable to other sidecars until returned or expired (under-admission), and leased decisions report the lease's remaining units, not the identity's"
+	if p.Spec.Algorithm == v1alpha1.AlgorithmTokenBucket || p.Spec.Algorithm == v1alpha1.AlgorithmGCRA {
+		w += "; with " + string(p.Spec.Algorithm) + " a leased unit must be spent before the time slot it stands for, so leases pay off only for identities using a fair share of their rate"
+	}
+	return []string{w}
 }

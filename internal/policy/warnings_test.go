@@ -54,6 +54,15 @@ var warningCases = []warningCase{
 		layout(p, "{rl:${namespace}/t:${identity}}:${limit}", "", 0)
 	}},
 
+	// Leases: admitted, told of the under-admission and the remaining they report.
+	{name: "leases On", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} },
+		want: [][]string{{"spec.hotKeys.leases: On", "never more than the limits", "under-admission"}}},
+	{name: "leases On with GCRA", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
+	}, want: [][]string{{"spec.hotKeys.leases: On", "with GCRA a leased unit must be spent before the time slot"}}},
+	{name: "leases Off", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
+
 	// onMissing Skip: leaving the identity out escapes the limit.
 	{name: "onMissing Skip", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Identity.OnMissing = v1alpha1.MissingIdentitySkip },
 		want: [][]string{{"spec.identity.onMissing: Skip", "a client escapes this limit by leaving its identity out"}}},

@@ -42,6 +42,8 @@ type Entry struct {
 	LocalCap *LocalCap `json:"localCap,omitempty"`
 	// Shadow admits everything and only reports.
 	Shadow bool `json:"shadow,omitempty"`
+	// Leases lets the sidecars serve hot identities from leases (hotKeys.leases On).
+	Leases bool `json:"leases,omitempty"`
 }
 
 // Limit is one rate.
@@ -95,7 +97,7 @@ func (p Entry) Config(namespace string) limiter.Spec {
 	c := limiter.Spec{
 		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
 		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
-		FailureMode: limiter.FailureMode(p.FailureMode),
+		FailureMode: limiter.FailureMode(p.FailureMode), Leases: p.Leases,
 	}
 	for _, l := range p.Limits {
 		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
