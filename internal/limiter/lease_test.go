@@ -322,3 +322,43 @@ func TestLeaseTake(t *testing.T) {
 		t.Fatal("spent a cell after the last one started")
 	}
 }
+
+// TestLeasedCellsNeverBeatTheBucket is the scenario a window-style lease would over-admit:
+// one limiter leases a TokenBucket's (or GCRA's) whole burst of 10 (one token per 100ms),
+// time passes, the bucket refills in Redis and another limiter drains it; then the leased
+// units are spent at once. Each leased unit stands for the time slot it was debited from
+// and may be spent only before it starts, so the units past by then are gone: the burst at
+// that moment, leased plus fresh, stays within 10.
+func TestLeasedCellsNeverBeatTheBucket(t *testing.T) {
+	srv, rdb := standalone(t)
+	for _, alg := range []Algorithm{TokenBucket, GCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			c := srv.Client()
+			t.Cleanup(func() { _ = c.Close() })
+			a := newLimiter(t, c, Options{Leases: LeaseOptions{HotRate: 1, Span: time.Second, OnLease: log.record}})
+			p := leasePolicy(t, alg, Limit{Name: "tenth", Requests: 10, Period: time.Second})
+			if d := a.Check(context.Background(), p, Request{Identity: "cells"}); d.Source != SourceLease {
+				t.Fatalf("first check from %s, want a lease (HotRate 1)", d.Source)
+			}
+			if log.granted != 10 {
+				t.Fatalf("leased %d, want the whole burst of 10", log.granted)
+			}
+			time.Sleep(500 * time.Millisecond)
+			fresh := hotUp(t, newLimiter(t, rdb, Options{}), p, "cells", 12)
+			var leasedNow int64
+			for range 12 {
+				if d := a.Check(context.Background(), p, Request{Identity: "cells"}); d.Allowed && d.Source == SourceLease {
+					leasedNow++
+				}
+			}
+			t.Logf("after 500ms: %d fresh from Redis, %d from the lease", fresh, leasedNow)
+			if fresh+leasedNow > 10 {
+				t.Errorf("%d admitted at one moment with a burst of 10: leased units outlived their time slots", fresh+leasedNow)
+			}
+			if leasedNow == 0 {
+				t.Errorf("no leased unit spendable 500ms into a lease of 10 one-per-100ms cells")
+			}
+		})
+	}
+}
