@@ -166,8 +166,10 @@ type leaseEntry struct {
 	meter rateMeter
 	// cur is the lease in force; nil when none.
 	cur *lease
-	// fetching is true while one caller takes a new lease; the others go to Redis.
+	// fetching is true while one caller takes a new lease; ready is closed when it is
+	// settled, so the others wait for it rather than all asking Redis at once.
 	fetching bool
+	ready    chan struct{}
 	// quiet is until when no lease is tried after one was refused (too little left).
 	quiet time.Time
 	// remaining is the last remaining Redis reported for the identity, -1 unknown.

@@ -118,7 +118,12 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 		e.mu.Unlock()
 		return d, true
 	}
-	if rate < t.opts.HotRate || e.fetching || now.Before(e.quiet) {
+	if e.fetching {
+		ready := e.ready
+		e.mu.Unlock()
+		return e.await(ctx, ready, p, r.Cost, l.opts.Timeout, l.opts.Now)
+	}
+	if rate < t.opts.HotRate || now.Before(e.quiet) {
 		e.mu.Unlock()
 		return Decision{}, false
 	}
@@ -129,7 +134,7 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	}
 	// The lease in force ends here: its units are returned by this call and never spent.
 	prev := e.cur
-	e.cur, e.fetching = nil, true
+	e.cur, e.fetching, e.ready = nil, true, make(chan struct{})
 	e.mu.Unlock()
 	return l.takeLease(ctx, p, r, e, want, prev)
 }
@@ -189,8 +194,23 @@ func (e *leaseEntry) settle(ls *lease, quiet time.Time, left int64) *leaseEntry 
 	if left >= 0 {
 		e.remaining = left
 	}
+	close(e.ready)
 	e.mu.Unlock()
 	return e
+}
+
+// await waits, at most timeout, for the lease call in flight and then spends from its
+// lease; ok false sends the check to Redis as usual.
+func (e *leaseEntry) await(ctx context.Context, ready chan struct{}, p *Policy, cost int64, timeout time.Duration, now func() time.Time) (Decision, bool) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return e.spend(p, cost, now())
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return Decision{}, false
 }
 
 // spend answers a check from the lease in force, if it can.
