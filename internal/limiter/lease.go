@@ -64,15 +64,16 @@ func leaseKind(a Algorithm) string {
 	}
 }
 
-// leaseArgs is ARGV of a lease call: k units wanted, at least minUnits, returning prev's
-// unspent units (prev nil: none).
-func (p *Policy) leaseArgs(k int64, prev *lease) []any {
+// leaseArgs is ARGV of a lease call: k units wanted, at least minLeaseUnits and at most
+// 1/share of what is left, returning prev's unspent units (prev nil: none).
+func (p *Policy) leaseArgs(k, share int64, prev *lease) []any {
 	next := "-1"
 	if prev != nil {
 		next = strconv.FormatInt(prev.next, 10)
 	}
-	out := make([]any, 0, 5+len(p.limitArg))
-	out = append(out, strconv.FormatInt(k, 10), p.ttlMS, strconv.Itoa(minLeaseUnits), next, leaseKind(p.Algorithm))
+	out := make([]any, 0, 6+len(p.limitArg))
+	out = append(out, strconv.FormatInt(k, 10), p.ttlMS, strconv.Itoa(minLeaseUnits), next, leaseKind(p.Algorithm),
+		strconv.FormatInt(share, 10))
 	return append(out, p.limitArg...)
 }
 
@@ -98,9 +99,8 @@ const minLeaseUnits = 2
 type leaseReply struct {
 	// lease is the lease granted, nil when none.
 	lease *lease
-	// returned is how many units of the previous lease went back; left is what the
-	// tightest limit has left after the call.
-	returned, left int64
+	// returned is how many units of the previous lease went back.
+	returned int64
 }
 
 // decodeLease turns a lease reply into a lease whose deadlines are on the local clock, from
@@ -117,7 +117,7 @@ func decodeLease(p *Policy, v any, id string, sent time.Time) (leaseReply, error
 			return leaseReply{}, fmt.Errorf("lease script %s: reply element %d is %T, want integer", p.leaseScript.Name, i, x)
 		}
 	}
-	out := leaseReply{returned: n[1], left: n[2]}
+	out := leaseReply{returned: n[1]}
 	if n[0] < 1 || len(r) == 3 {
 		return out, nil
 	}
@@ -137,33 +137,9 @@ func decodeLease(p *Policy, v any, id string, sent time.Time) (leaseReply, error
 	return out, nil
 }
 
-// meterBucket is the length of one bucket of the rate meter.
-const meterBucket = 100 * time.Millisecond
-
-// rateMeter estimates checks per second from this bucket and the one before.
-type rateMeter struct {
-	start     time.Time
-	cur, prev float64
-}
-
-// observe counts one check at now and returns the rate.
-func (m *rateMeter) observe(now time.Time) float64 {
-	el := now.Sub(m.start)
-	if el >= meterBucket || el < 0 {
-		m.prev = m.cur
-		if el >= 2*meterBucket || el < 0 {
-			m.prev = 0
-		}
-		m.cur, m.start, el = 0, now, 0
-	}
-	m.cur++
-	return (m.prev + m.cur) / (meterBucket + el).Seconds()
-}
-
 // leaseEntry is the local tier's state of one (policy, identity) at this process.
 type leaseEntry struct {
-	mu    sync.Mutex
-	meter rateMeter
+	mu sync.Mutex
 	// cur is the lease in force; nil when none.
 	cur *lease
 	// fetching is true while one caller takes a new lease; ready is closed when it is
@@ -172,6 +148,4 @@ type leaseEntry struct {
 	ready    chan struct{}
 	// quiet is until when no lease is tried after one was refused (too little left).
 	quiet time.Time
-	// remaining is the last remaining Redis reported for the identity, -1 unknown.
-	remaining int64
 }

@@ -336,7 +336,7 @@ func TestLeasedCellsNeverBeatTheBucket(t *testing.T) {
 			var log leaseLog
 			c := srv.Client()
 			t.Cleanup(func() { _ = c.Close() })
-			a := newLimiter(t, c, Options{Leases: LeaseOptions{HotRate: 1, Span: time.Second, OnLease: log.record}})
+			a := newLimiter(t, c, Options{Leases: LeaseOptions{HotRate: 1, Span: time.Second, Share: 1, OnLease: log.record}})
 			p := leasePolicy(t, alg, Limit{Name: "tenth", Requests: 10, Period: time.Second})
 			if d := a.Check(context.Background(), p, Request{Identity: "cells"}); d.Source != SourceLease {
 				t.Fatalf("first check from %s, want a lease (HotRate 1)", d.Source)

@@ -150,10 +150,8 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 		}
 	}
 	// An idempotent check always asks Redis: its id must be recorded with its decision.
-	var e *leaseEntry
 	if p.Leases && !idempotent {
-		e = l.leases.entry(p, r.Identity)
-		if d, ok := l.fromLease(ctx, p, r, e, now); ok {
+		if d, ok := l.leases.check(ctx, l, p, r, now); ok {
 			return d
 		}
 	}
@@ -177,9 +175,6 @@ func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	}
 	if l.denies != nil && !idempotent {
 		l.denies.put(p, r.Identity, r.Cost, d, now)
-	}
-	if e != nil {
-		e.noteRemaining(d)
 	}
 	return d
 }

@@ -25,6 +25,10 @@ type LeaseOptions struct {
 	Span time.Duration
 	// MaxUnits caps one lease. Default 1000.
 	MaxUnits int64
+	// Share bounds one lease to 1/Share of what the tightest limit has left, atomically in
+	// the script, so that one sidecar never takes it all: near the end, leases shrink and
+	// below minLeaseUnits checks go to Redis one by one. Default 4.
+	Share int64
 	// Identities bounds the (policy, identity) pairs tracked; the least recently used are
 	// forgotten with their unspent units (under-admission, never over). Default 10000.
 	Identities int
@@ -43,6 +47,9 @@ func (o *LeaseOptions) defaults() {
 	if o.MaxUnits <= 0 {
 		o.MaxUnits = 1000
 	}
+	if o.Share <= 0 {
+		o.Share = 4
+	}
 	if o.Identities <= 0 {
 		o.Identities = 10000
 	}
@@ -51,6 +58,7 @@ func (o *LeaseOptions) defaults() {
 // localTier holds the leases of this process.
 type localTier struct {
 	opts    LeaseOptions
+	filter  *hotFilter
 	entries *lru.Cache[denyKey, *leaseEntry]
 	prefix  string
 	seq     atomic.Uint64
@@ -63,7 +71,7 @@ func newLocalTier(o LeaseOptions, now time.Time) (*localTier, error) {
 		return nil, fmt.Errorf("lease table: %w", err)
 	}
 	// Lease ids are unique per process start and sequence: a record never names another's.
-	return &localTier{opts: o, entries: c, prefix: strconv.FormatInt(now.UnixNano(), 36)}, nil
+	return &localTier{opts: o, filter: newHotFilter(), entries: c, prefix: strconv.FormatInt(now.UnixNano(), 36)}, nil
 }
 
 // entry is the identity's state, created on first sight.
@@ -72,7 +80,7 @@ func (t *localTier) entry(p *Policy, identity string) *leaseEntry {
 	if e, ok := t.entries.Get(k); ok {
 		return e
 	}
-	e := &leaseEntry{remaining: -1}
+	e := &leaseEntry{}
 	if prev, found, _ := t.entries.PeekOrAdd(k, e); found {
 		return prev
 	}
@@ -83,19 +91,15 @@ func (t *localTier) newID() string {
 	return t.prefix + "." + strconv.FormatUint(t.seq.Add(1), 36)
 }
 
-// want is the lease size for an identity seen at rate checks/s with remaining units left
-// (-1 unknown): rate * Span for windows; for TokenBucket and GCRA, whose cells must be spent
-// before they start (one starts every T), max(rate, 1/T) * Span. At least cost, at most
-// MaxUnits and a quarter of what remains, so that other sidecars keep most of it.
-func (t *localTier) want(p *Policy, rate float64, remaining, cost int64) int64 {
+// want is the lease size for an identity seen at rate checks/s: rate * Span for windows;
+// for TokenBucket and GCRA, whose cells must be spent before they start (one starts every
+// T), max(rate, 1/T) * Span. At least cost, at most MaxUnits (the script also keeps it
+// within 1/Share of what is left).
+func (t *localTier) want(p *Policy, rate float64, cost int64) int64 {
 	if leaseKind(p.Algorithm) == "t" {
 		rate = max(rate, 1e6/float64(p.minInterval()))
 	}
-	n := min(int64(math.Ceil(rate*t.opts.Span.Seconds())), t.opts.MaxUnits)
-	if remaining >= 0 {
-		n = min(n, remaining/4)
-	}
-	return max(n, cost)
+	return max(min(int64(math.Ceil(rate*t.opts.Span.Seconds())), t.opts.MaxUnits), cost)
 }
 
 // minInterval is the smallest T of the policy's limits, in µs.
@@ -107,12 +111,21 @@ func (p *Policy) minInterval() int64 {
 	return max(m, 1)
 }
 
+// check answers r locally when its identity is hot here: from its lease, or from a new
+// one; ok false sends r to Redis as usual. A cold identity costs one hot-filter update.
+func (t *localTier) check(ctx context.Context, l *Limiter, p *Policy, r Request, now time.Time) (Decision, bool) {
+	rate := t.filter.observe(p, r.Identity, now)
+	if rate < t.opts.HotRate {
+		return Decision{}, false
+	}
+	return l.fromLease(ctx, p, r, t.entry(p, r.Identity), rate, now)
+}
+
 // fromLease answers r from the identity's lease, taking a new one when the identity is hot
 // and the lease is spent; ok false sends r to Redis as usual.
-func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, now time.Time) (Decision, bool) {
+func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64, now time.Time) (Decision, bool) {
 	t := l.leases
 	e.mu.Lock()
-	rate := e.meter.observe(now)
 	if e.cur != nil && e.cur.take(r.Cost, now) {
 		d := leased(p, e.cur.left(now))
 		e.mu.Unlock()
@@ -123,11 +136,11 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 		e.mu.Unlock()
 		return e.await(ctx, ready, p, r.Cost, l.opts.Timeout, l.opts.Now)
 	}
-	if rate < t.opts.HotRate || now.Before(e.quiet) {
+	if now.Before(e.quiet) {
 		e.mu.Unlock()
 		return Decision{}, false
 	}
-	want := t.want(p, rate, e.remaining, r.Cost)
+	want := t.want(p, rate, r.Cost)
 	if want < minLeaseUnits {
 		e.mu.Unlock()
 		return Decision{}, false
@@ -146,23 +159,23 @@ func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	keys := leaseKeys(state, id, prev)
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
-		e.settle(nil, time.Time{}, -1)
+		e.settle(nil, time.Time{})
 		return Decision{}, false // the usual path answers by the failure mode
 	}
 	sent := l.opts.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(want, prev))
+	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(want, l.leases.opts.Share, prev))
 	cancel()
 	if err != nil {
 		// The lease may have been taken (a lost reply): its units are lost, never spent.
-		e.settle(nil, time.Time{}, -1)
+		e.settle(nil, time.Time{})
 		l.failed(ctx, b, err)
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
 	}
 	b.success()
 	rep, err := decodeLease(p, v, id, sent)
 	if err != nil {
-		e.settle(nil, time.Time{}, -1)
+		e.settle(nil, time.Time{})
 		l.stats.count(KindCall)
 		return l.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b), true
 	}
@@ -172,11 +185,11 @@ func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	now := l.opts.Now()
 	if rep.lease == nil {
 		// Too little left to lease: ask Redis one by one for a while.
-		e.settle(nil, now.Add(l.leases.opts.Span), rep.left)
+		e.settle(nil, now.Add(l.leases.opts.Span))
 		return Decision{}, false
 	}
 	rep.lease.state = state
-	return e.settle(rep.lease, time.Time{}, rep.left).spend(p, r.Cost, now)
+	return e.settle(rep.lease, time.Time{}).spend(p, r.Cost, now)
 }
 
 func unitsOf(ls *lease) int64 {
@@ -186,14 +199,10 @@ func unitsOf(ls *lease) int64 {
 	return ls.units
 }
 
-// settle installs the outcome of a lease call: ls (nil: none), a quiet period and what is
-// left in Redis (-1: unknown).
-func (e *leaseEntry) settle(ls *lease, quiet time.Time, left int64) *leaseEntry {
+// settle installs the outcome of a lease call: ls (nil: none) and a quiet period.
+func (e *leaseEntry) settle(ls *lease, quiet time.Time) *leaseEntry {
 	e.mu.Lock()
 	e.cur, e.fetching, e.quiet = ls, false, quiet
-	if left >= 0 {
-		e.remaining = left
-	}
 	close(e.ready)
 	e.mu.Unlock()
 	return e
@@ -221,16 +230,6 @@ func (e *leaseEntry) spend(p *Policy, cost int64, now time.Time) (Decision, bool
 		return Decision{}, false
 	}
 	return leased(p, e.cur.left(now)), true
-}
-
-// noteRemaining remembers what Redis said is left, to size the next lease.
-func (e *leaseEntry) noteRemaining(d Decision) {
-	if d.Source != SourceRedis {
-		return
-	}
-	e.mu.Lock()
-	e.remaining = d.Remaining
-	e.mu.Unlock()
 }
 
 // leased is the decision of a check answered from a lease: admitted, with left the units
@@ -268,7 +267,7 @@ func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error
 	keys := leaseKeys(prev.state, l.leases.newID(), prev)
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(0, prev))
+	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(0, l.leases.opts.Share, prev))
 	if err != nil {
 		return fmt.Errorf("policy %s/%s: returning a lease: %w", p.Namespace, p.Name, err)
 	}

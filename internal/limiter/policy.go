@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
@@ -81,6 +82,9 @@ type Policy struct {
 	script *Script
 	// leaseScript takes and returns leases (the local tier).
 	leaseScript *Script
+	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
+	// policy starts with fresh leases.
+	serial uint64
 	state       *keylayout.Template
 	idem        *keylayout.Template
 	ttlMS       string
@@ -95,6 +99,9 @@ type Policy struct {
 	horizon time.Duration
 }
 
+// policySerial numbers policies as they are built.
+var policySerial atomic.Uint64
+
 // MaxLimits is the most limits one policy may have.
 const MaxLimits = 8
 
@@ -104,7 +111,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	if err != nil {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
-	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm]}
+	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], serial: policySerial.Add(1)}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

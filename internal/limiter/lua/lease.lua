@@ -14,11 +14,13 @@
 --              (units lost, never revived). It is consumed (set empty, expiring at once).
 -- ARGV[1]      k: units wanted (0: only return the previous lease).
 -- ARGV[2]      ttl in ms of the state keys written (>= the algorithm's horizon).
--- ARGV[3]      the fewest units worth a lease; fewer available grants nothing.
+-- ARGV[3]      the fewest units worth a lease; fewer grantable grants nothing.
 -- ARGV[4]      the index of the previous lease's first unspent unit (units are spent in
 --              order; the ones before it are spent or past); "-1": no previous lease.
 -- ARGV[5]      kind: "f" fixed window, "s" sliding window, "t" TokenBucket or GCRA.
--- ARGV[2i+4], ARGV[2i+5]  limit i: as the algorithm's script (requests, period in µs; or
+-- ARGV[6]      share: a lease takes at most floor(available / share) units, so that other
+--              sidecars keep the rest.
+-- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's script (requests, period in µs; or
 --              T in µs, burst).
 -- Reply        {granted, returned, left, off_1, ..., off_n} (only the first three when
 --              nothing is granted): left is what the tightest limit has left after the
@@ -33,7 +35,7 @@
 --              full-at / TAT moves back by their span, never before now.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, at most 2n + 2 SETs;
 --              no loops over data, no key names built here.
-local n = (#ARGV - 5) / 2
+local n = (#ARGV - 6) / 2
 local kind = ARGV[5]
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -49,7 +51,7 @@ if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
   local next = math.min(math.max(tonumber(ARGV[4]) or leased, 0), leased)
   for i = 1, n do
     local mark, ra, rb = struct.unpack('<ddd', rec, 9 + 24 * (i - 1))
-    local a, b = ARGV[4 + 2 * i] + 0, ARGV[5 + 2 * i] + 0
+    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
     local v = vals[i]
     -- The limit must be the one the lease was taken under (an edit changes a or b).
     if ra == a and rb == b and v then
@@ -88,7 +90,8 @@ if want < 1 then
   return {0, returned, 0}
 end
 
--- Take: pass 1 asks for want units; pass 2, if some limit had fewer, asks for what all have.
+-- Take: pass 1 asks for want units; pass 2, if that is more than the share of what every
+-- limit has, asks for the share.
 local orig = {}
 for i = 1, n do
   orig[i] = vals[i]
@@ -100,7 +103,7 @@ for pass = 1, 2 do
   avail = math.huge
   local allowed = true
   for i = 1, n do
-    local a, b = ARGV[4 + 2 * i] + 0, ARGV[5 + 2 * i] + 0
+    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
     local ok, r, retry, reset
     do
       -- @check
@@ -119,14 +122,15 @@ for pass = 1, 2 do
       avail = math.min(avail, r)
     end
   end
-  if allowed then
+  local fair = math.floor(avail / tonumber(ARGV[6]))
+  if allowed and cost <= fair then
     granted = cost
     break
   end
-  if pass == 2 or avail < tonumber(ARGV[3]) then
+  if pass == 2 or fair < tonumber(ARGV[3]) then
     return {0, returned, math.max(avail, 0)}
   end
-  cost = avail
+  cost = fair
   for i = 1, n do
     vals[i] = orig[i]
   end
@@ -136,7 +140,7 @@ end
 -- to the start of its last cell.
 local out, life = {struct.pack('<d', granted)}, 0
 for i = 1, n do
-  local a, b = ARGV[4 + 2 * i] + 0, ARGV[5 + 2 * i] + 0
+  local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
   redis.call('SET', KEYS[i], vals[i], 'PX', ARGV[2])
   local mark, upto = math.floor(now / b), offs[i]
   if kind == 't' then

@@ -31,6 +31,9 @@ type report struct {
 	gatewayErr error
 	cluster    []clusterRow
 	clusterErr error
+	hot        []*hotRow
+	cold       coldResult
+	hotErr     error
 	loadEnd    string
 	elapsed    time.Duration
 }
@@ -145,7 +148,10 @@ func measureStandalone(ctx context.Context, c config, rep *report) (err error) {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 	}
-	return nil
+	if c.hotKeys {
+		rep.hot, rep.cold, rep.hotErr = measureHotKeys(ctx, c, srv, rdb)
+	}
+	return rep.hotErr
 }
 
 // measureRun adds one run of every throughput cell of r: the redis-benchmark ceiling (and
