@@ -84,13 +84,13 @@ type Policy struct {
 	leaseScript *Script
 	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
 	// policy starts with fresh leases.
-	serial uint64
-	state       *keylayout.Template
-	idem        *keylayout.Template
-	ttlMS       string
-	idemMS      string
-	replays     string // IdempotencyMaxReplays as ARGV
-	limitArg    []any
+	serial   uint64
+	state    *keylayout.Template
+	idem     *keylayout.Template
+	ttlMS    string
+	idemMS   string
+	replays  string // IdempotencyMaxReplays as ARGV
+	limitArg []any
 	// commonArgs is ARGV for the common check (cost 1, no request id), built once and shared
 	// read-only by every such call: go-redis copies args into each command.
 	commonArgs []any
