@@ -148,3 +148,27 @@ func TestDecisionLimitLabel(t *testing.T) {
 		t.Errorf(`decisions{source="FailOpen",limit=""} = %v, want 1`, got)
 	}
 }
+
+// TestLeaseMetrics: a hot identity of a policy with leases is answered from leases, and the
+// metrics say so per policy: decisions by source Lease beside Redis, and the lease calls.
+func TestLeaseMetrics(t *testing.T) {
+	leases := func(s *v1alpha1.RateLimitPolicySpec) { s.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} }
+	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("hot", 1000000, leases))
+	e := rig.Store.Current().Rule("hot")
+	for i := range 200 {
+		c := engine.Check{Identity: "celebrity", HasIdentity: true, Cost: 1}
+		if o := rig.Engine.Decide(t.Context(), "test", e, c); !o.Allowed || o.Decision.WithoutRedis() {
+			t.Fatalf("check %d: %+v, want admitted", i, o.Decision)
+		}
+	}
+	leased := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_decisions_total", map[string]string{"policy": "hot", "source": "Lease"})
+	byRedis := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_decisions_total", map[string]string{"policy": "hot", "source": "Redis"})
+	calls := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_lease_units", map[string]string{"policy": "hot"})
+	t.Logf("%v leased, %v by Redis, %v lease calls", leased, byRedis, calls)
+	if leased < 100 || calls < 1 || calls > leased {
+		t.Errorf("%v decisions from leases in %v lease calls (%v by Redis); want most of 200 from a few leases", leased, calls, byRedis)
+	}
+	if n := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_redis_errors_total", nil); n != 0 {
+		t.Errorf("%v leased decisions counted as Redis errors", n)
+	}
+}
