@@ -25,9 +25,9 @@ func leasePolicy(t testing.TB, alg Algorithm, limits ...Limit) *Policy {
 
 // leaseLog records the lease calls of a limiter (Options.Leases.OnLease).
 type leaseLog struct {
-	mu                         sync.Mutex
-	calls, granted, largest    int64
-	returned, refused, returns int64
+	mu                      sync.Mutex
+	calls, granted, largest int64
+	returned, refused       int64
 }
 
 func (g *leaseLog) record(_ *Policy, granted, returned int64) {

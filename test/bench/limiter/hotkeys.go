@@ -142,7 +142,7 @@ func scriptCallsOf(ctx context.Context, rdb redis.Cmdable) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		n += int64(s.Calls)
+		n += s.Calls
 	}
 	return n, nil
 }
