@@ -142,6 +142,14 @@ func (l *Limiter) PipelineStats() (pipelines, checks uint64) {
 // the policy's failure mode decides and the Decision says so (Source, Err).
 func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	r.Cost = max(r.Cost, 1)
+	if p.shards != nil {
+		return l.checkSharded(ctx, p, r)
+	}
+	return l.checkOne(ctx, p, r)
+}
+
+// checkOne is Check of a policy that is not sharded (or one shard of one).
+func (l *Limiter) checkOne(ctx context.Context, p *Policy, r Request) Decision {
 	idempotent := p.idempotent(r)
 	now := l.opts.Now()
 	if l.denies != nil && !idempotent {

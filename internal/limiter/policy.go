@@ -73,6 +73,9 @@ type Spec struct {
 	// Leases lets a Limiter serve this policy's hot identities from leases of units
 	// debited ahead (the local tier, see LeaseOptions).
 	Leases bool
+	// Shards spreads every identity's budget over this many shards on different hash tags
+	// (the global tier, for Fixed identities); 0 or 1: one.
+	Shards int
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
@@ -82,6 +85,8 @@ type Policy struct {
 	script *Script
 	// leaseScript takes and returns leases (the local tier).
 	leaseScript *Script
+	// shards are the parts of a sharded policy; nil when not sharded.
+	shards *shardSet
 	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
 	// policy starts with fresh leases.
 	serial   uint64
@@ -124,6 +129,9 @@ func NewPolicy(c Spec) (*Policy, error) {
 	}
 	if p.local, err = newLocalCap(c); err != nil {
 		errs.add("localCap", "%v", err)
+	}
+	if len(errs) == 0 {
+		errs = p.buildShards(c)
 	}
 	if len(errs) > 0 {
 		return nil, errs

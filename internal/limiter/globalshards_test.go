@@ -1,0 +1,127 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+)
+
+// shardedPolicy is a policy of one limit spread over n shards.
+func shardedPolicy(t testing.TB, alg Algorithm, n int, l Limit) *Policy {
+	t.Helper()
+	c := newPolicy(t, alg, FailClosed, l).Spec
+	c.Shards = n
+	p, err := NewPolicy(c)
+	if err != nil {
+		t.Fatalf("NewPolicy: %v", err)
+	}
+	return p
+}
+
+// TestShardedGlobalLimitExact spreads one Fixed identity's budget of 300 over 3 shards on
+// the 3-primary Cluster and hammers it from 32 callers with 2L checks, for every algorithm
+// (nothing refills: 300 per 1000 h): exactly L admitted, every primary ran script calls
+// (each shard on its own primary), and every call touched one hash tag (the Cluster would
+// refuse CROSSSLOT otherwise: no decision without Redis).
+func TestShardedGlobalLimitExact(t *testing.T) {
+	cl := startClusterT(t)
+	rdb := cl.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := newLimiter(t, rdb, Options{Pipelining: true})
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			const limit, callers = 300, 32
+			p := shardedPolicy(t, alg, 3, Limit{Name: "global", Requests: limit, Period: 1000 * time.Hour})
+			before := perPrimaryCalls(t, cl.Primaries())
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					for range 2 * limit / callers {
+						d := l.Check(context.Background(), p, Request{Identity: "all"})
+						if d.WithoutRedis() {
+							t.Errorf("decided without Redis: %v", d.Err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			after := perPrimaryCalls(t, cl.Primaries())
+			t.Logf("admitted %d of %d; script calls per primary %v", admitted.Load(), limit, diff(after, before))
+			if admitted.Load() != limit {
+				t.Errorf("admitted %d, want exactly %d", admitted.Load(), limit)
+			}
+			for i, n := range diff(after, before) {
+				if n < limit/10 {
+					t.Errorf("primary %d ran %d script calls: the shards do not spread over the primaries", i, n)
+				}
+			}
+		})
+	}
+}
+
+// TestShardedDeniesOnlyWhenAllSpent: one caller, one check at a time, against 3 shards of
+// 10: the first 10 checks are admitted whatever shard each starts at (an empty shard sends
+// the check to the next), the 11th is denied.
+func TestShardedDeniesOnlyWhenAllSpent(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			p := shardedPolicy(t, alg, 3, Limit{Name: "global", Requests: 10, Period: 1000 * time.Hour})
+			for i := range 10 {
+				if d := mustCheck(t, l, p, Request{Identity: "all"}); !d.Allowed {
+					t.Fatalf("check %d denied with %d of 10 spent: a false denial", i+1, i)
+				}
+			}
+			if d := mustCheck(t, l, p, Request{Identity: "all"}); d.Allowed {
+				t.Fatal("the 11th check of a budget of 10 was admitted")
+			}
+		})
+	}
+}
+
+// TestShardShares: the shares add up to the limit exactly, and a limit smaller than the
+// shard count is refused.
+func TestShardShares(t *testing.T) {
+	var sum int64
+	for i := range 3 {
+		sum += shareOf(FixedWindow, Limit{Requests: 10}, 3, i).Requests
+	}
+	if sum != 10 {
+		t.Errorf("shares of 10 over 3 add up to %d", sum)
+	}
+	c := newPolicy(t, FixedWindow, FailClosed, Limit{Name: "g", Requests: 2, Period: time.Hour}).Spec
+	c.Shards = 3
+	if _, err := NewPolicy(c); err == nil {
+		t.Error("3 shards of a limit of 2 accepted")
+	}
+}
+
+// perPrimaryCalls is EVALSHA + EVAL calls so far on each primary.
+func perPrimaryCalls(t testing.TB, primaries []*redistest.Server) []int64 {
+	t.Helper()
+	out := make([]int64, len(primaries))
+	for i, s := range primaries {
+		c := s.Client()
+		out[i] = scriptCalls(t, c)
+		_ = c.Close()
+	}
+	return out
+}
+
+func diff(after, before []int64) []int64 {
+	out := make([]int64, len(after))
+	for i := range after {
+		out[i] = after[i] - before[i]
+	}
+	return out
+}
