@@ -27,4 +27,17 @@ type HotKeys struct {
 	// +optional
 	// +kubebuilder:default=Off
 	Leases LeaseMode `json:"leases,omitempty"`
+
+	// shards spreads a global limit (every identity source Fixed: one budget for every
+	// caller) over this many shards, each on its own hash tag and so, on a Redis Cluster
+	// whose primaries own equal slot ranges, on its own primary. Each shard holds its share
+	// of every limit (the shares add up to the limit exactly, so nothing more is ever
+	// admitted); a check asks one shard at random and, when that one is spent, the others
+	// in turn, so a request is denied only when every shard denied it. Requests (and burst)
+	// of every limit must be at least shards. The key template's hash tag must contain
+	// ${identity}. 1 (the default) is one key.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	Shards *int32 `json:"shards,omitempty"`
 }

@@ -51,6 +51,9 @@ func (p *Policy) buildShards(c Spec) FieldErrors {
 			}
 			part.Limits[j] = shareOf(c.Algorithm, l, n, i)
 		}
+		// A share's T rounds up to whole µs, so its refill horizon may pass the policy's by
+		// a few µs per request: its keys live that much longer.
+		part.TTL = max(c.TTL, Horizon(c.Algorithm, part.Limits))
 		sp, err := NewPolicy(part)
 		if err != nil {
 			return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("shard %d of %d: %v", i, n, err)}}

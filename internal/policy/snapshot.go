@@ -15,8 +15,11 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 		Name: p.Name, Match: s.Match, Identity: s.Identity, Algorithm: string(s.Algorithm),
 		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}
-	if s.HotKeys != nil && s.HotKeys.Leases == v1alpha1.LeaseModeOn {
-		out.Leases = true
+	if hk := s.HotKeys; hk != nil {
+		out.Leases = hk.Leases == v1alpha1.LeaseModeOn
+		if hk.Shards != nil && *hk.Shards > 1 {
+			out.Shards = *hk.Shards
+		}
 	}
 	if out.FailureMode == "" {
 		out.FailureMode = string(limiter.FailOpen)
