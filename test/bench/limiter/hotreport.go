@@ -45,9 +45,39 @@ func printHotKeys(p func(string, ...any), c config, rep *report) {
 			"%s vs %s decisions/s (%s), p50 %s vs %s, p99 %s vs %s.\n\n",
 			c.identities, c.callers, rate(off), rate(on), ratio(on.PerSec, off.PerSec), dur(off.P50), dur(on.P50), dur(off.P99), dur(on.P99))
 	}
-	p("Sharded global limits (a `Fixed` identity spread over several hash tags) are not built yet: no Cluster figures for them.\n\n")
 	if rep.hotErr != nil {
 		p("Failed: %s.\n\n", firstLine(rep.hotErr.Error()))
+	}
+	printShards(p, c, rep)
+}
+
+// printShards is the global tier's table: one global limit on the 3-primary Cluster.
+func printShards(p func(string, ...any), c config, rep *report) {
+	if len(rep.shards) == 0 && rep.shardErr == nil {
+		return
+	}
+	p("### Hot keys: a global limit sharded over the 3-primary Cluster\n\n")
+	p("One `Fixed` identity (every caller shares one budget), FixedWindow L = %d per %s, 2L checks from %d callers over two limiters "+
+		"(each its own Cluster client, pipelining and a deny cache of 10000 as the sidecar's defaults), on a fresh Cluster of 3 primaries. Script calls per primary are INFO commandstats "+
+		"(EVALSHA + EVAL) on each primary; early denials are denials answered before the last admission, an upper bound of the false "+
+		"denials (denied while budget was left on another shard). One run.\n\n", 10*c.overLimit, overPeriod, c.callers)
+	if len(rep.shards) > 0 {
+		t := newTable("configuration", "admitted", "limit", "early denials", "checks/s", "script calls per primary", "busiest primary's share", "calls/check")
+		t.left[0], t.left[5] = true, true
+		for _, s := range rep.shards {
+			var total, busiest int64
+			for _, n := range s.perPrimary {
+				total += n
+				busiest = max(busiest, n)
+			}
+			t.add(s.name, fmt.Sprint(s.admitted), fmt.Sprint(s.limit), fmt.Sprint(s.early),
+				fmt.Sprintf("%.0f", float64(s.checks)/s.elapsed.Seconds()), fmt.Sprint(s.perPrimary),
+				share(float64(busiest), float64(total)), fmt.Sprintf("%.3f", float64(total)/float64(max(s.checks, 1))))
+		}
+		p("%s\n", t)
+	}
+	if rep.shardErr != nil {
+		p("Failed: %s.\n\n", firstLine(rep.shardErr.Error()))
 	}
 }
 

@@ -40,6 +40,11 @@ func (rep *report) overAdmitted() []string {
 			names = append(names, fmt.Sprintf("%s with leases (+%d)", h.alg, h.over.excess()))
 		}
 	}
+	for _, s := range rep.shards {
+		if s.admitted > s.limit {
+			names = append(names, fmt.Sprintf("global limit, %s (+%d)", s.name, s.admitted-s.limit))
+		}
+	}
 	return names
 }
 

@@ -34,6 +34,8 @@ type report struct {
 	hot        []*hotRow
 	cold       coldResult
 	hotErr     error
+	shards     []shardRow
+	shardErr   error
 	loadEnd    string
 	elapsed    time.Duration
 }
@@ -90,6 +92,10 @@ func run(ctx context.Context, c config) (*report, error) {
 	if primaries, _ := parsePrimaries(c.cluster); len(primaries) > 0 {
 		rep.cluster, rep.clusterErr = measureCluster(ctx, c, primaries)
 		errs = append(errs, rep.clusterErr)
+	}
+	if c.hotKeys {
+		rep.shards, rep.shardErr = measureShards(ctx, c)
+		errs = append(errs, rep.shardErr)
 	}
 	if c.gateways {
 		progress("forward auth through Caddy and nginx")
