@@ -137,7 +137,7 @@ func (l *Limiter) checkSharded(ctx context.Context, p *Policy, r Request) Decisi
 		i := (start + k) % n
 		sr := r
 		sr.Identity = ids[i]
-		d := l.checkOne(ctx, p.shards.parts[i], sr)
+		d := p.wholeLimit(l.checkOne(ctx, p.shards.parts[i], sr))
 		if d.Allowed || d.WithoutRedis() {
 			return d
 		}
@@ -146,4 +146,15 @@ func (l *Limiter) checkSharded(ctx context.Context, p *Policy, r Request) Decisi
 		}
 	}
 	return denied
+}
+
+// wholeLimit reports a shard's decision against the policy's whole limit: Limit is the
+// limit's size, not the shard's share (Remaining stays the shard's).
+func (p *Policy) wholeLimit(d Decision) Decision {
+	for i, lim := range p.Limits {
+		if lim.Name == d.LimitName {
+			d.Limit = p.size(i)
+		}
+	}
+	return d
 }

@@ -82,8 +82,12 @@ func TestShardedDeniesOnlyWhenAllSpent(t *testing.T) {
 					t.Fatalf("check %d denied with %d of 10 spent: a false denial", i+1, i)
 				}
 			}
-			if d := mustCheck(t, l, p, Request{Identity: "all"}); d.Allowed {
+			d := mustCheck(t, l, p, Request{Identity: "all"})
+			if d.Allowed {
 				t.Fatal("the 11th check of a budget of 10 was admitted")
+			}
+			if d.Limit != 10 {
+				t.Errorf("denial reports limit %d, want the whole 10, not a shard's share", d.Limit)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	w = append(w, failOpenWarning(p)...)
 	w = append(w, skipWarning(p)...)
 	w = append(w, leaseWarning(p)...)
+	w = append(w, shardWarning(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
 	}
@@ -121,4 +122,14 @@ func leaseWarning(p *v1alpha1.RateLimitPolicy) []string {
 		w += "; with " + string(p.Spec.Algorithm) + " a leased unit must be spent before the time slot it stands for, so leases pay off only for identities using a fair share of their rate"
 	}
 	return []string{w}
+}
+
+// shardWarning: a sharded global limit answers a denial only after asking every shard.
+func shardWarning(p *v1alpha1.RateLimitPolicy) []string {
+	hk := p.Spec.HotKeys
+	if hk == nil || hk.Shards == nil || *hk.Shards <= 1 {
+		return nil
+	}
+	return []string{fmt.Sprintf("spec.hotKeys.shards: %d shards each hold a share of every limit; a request is denied only after every shard denied it, so a denial costs up to %d script calls (the sidecar's deny cache answers repeats locally), and admitted requests report their shard's remaining units",
+		*hk.Shards, *hk.Shards)}
 }

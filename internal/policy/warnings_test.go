@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 )
@@ -61,6 +63,10 @@ var warningCases = []warningCase{
 		p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
 		p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
 	}, want: [][]string{{"spec.hotKeys.leases: On", "with GCRA a leased unit must be spent before the time slot"}}},
+	{name: "global limit over 3 shards", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		fixedIdentity(p)
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](3)}
+	}, want: [][]string{{"spec.hotKeys.shards: 3 shards", "denied only after every shard denied it", "up to 3 script calls"}}},
 	{name: "leases Off", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
 
 	// onMissing Skip: leaving the identity out escapes the limit.

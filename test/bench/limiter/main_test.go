@@ -51,7 +51,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	report := out.String()
 	for _, want := range []string{"| TokenBucket ", "| SlidingWindow ", "| FixedWindow ", "| GCRA ", "| baseline (HMGET+HMSET+PEXPIRE) ",
-		"ext_authz gRPC /s", "### Targets", "Not run (-controller=false)", "### Redis Cluster", "redis-server 7.", "### Hot keys: leases", "Cold identities"} {
+		"ext_authz gRPC /s", "### Targets", "Not run (-controller=false)", "### Redis Cluster", "redis-server 7.", "### Hot keys: leases", "Cold identities", "### Hot keys: a global limit sharded"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
