@@ -85,7 +85,18 @@ func changeWarnings(old, p *v1alpha1.RateLimitPolicy) []string {
 		w = append(w, fmt.Sprintf("spec.keyLayout: changing the state key from %q to %q orphans the live counters: every caller starts with a full quota, and the old keys linger until their TTL",
 			layout(old), layout(p)))
 	}
+	if a, b := shardsOf(old), shardsOf(p); a != b {
+		w = append(w, fmt.Sprintf("spec.hotKeys.shards: changing %d to %d moves the budget to other keys: every caller starts with a full quota for the current window, and the old keys linger until their TTL", a, b))
+	}
 	return w
+}
+
+// shardsOf is the shard count of p, 1 when not sharded.
+func shardsOf(p *v1alpha1.RateLimitPolicy) int32 {
+	if hk := p.Spec.HotKeys; hk != nil && hk.Shards != nil && *hk.Shards > 1 {
+		return *hk.Shards
+	}
+	return 1
 }
 
 func layout(p *v1alpha1.RateLimitPolicy) string {
@@ -126,10 +137,10 @@ func leaseWarning(p *v1alpha1.RateLimitPolicy) []string {
 
 // shardWarning: a sharded global limit answers a denial only after asking every shard.
 func shardWarning(p *v1alpha1.RateLimitPolicy) []string {
-	hk := p.Spec.HotKeys
-	if hk == nil || hk.Shards == nil || *hk.Shards <= 1 {
+	n := shardsOf(p)
+	if n == 1 {
 		return nil
 	}
 	return []string{fmt.Sprintf("spec.hotKeys.shards: %d shards each hold a share of every limit; a request is denied only after every shard denied it, so a denial costs up to %d script calls (the sidecar's deny cache answers repeats locally), and admitted requests report their shard's remaining units",
-		*hk.Shards, *hk.Shards)}
+		n, n)}
 }

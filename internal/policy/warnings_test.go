@@ -67,6 +67,10 @@ var warningCases = []warningCase{
 		fixedIdentity(p)
 		p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](3)}
 	}, want: [][]string{{"spec.hotKeys.shards: 3 shards", "denied only after every shard denied it", "up to 3 script calls"}}},
+	{name: "shards changed", old: func(p *v1alpha1.RateLimitPolicy) { fixedIdentity(p) }, mutate: func(p *v1alpha1.RateLimitPolicy) {
+		fixedIdentity(p)
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](2)}
+	}, want: [][]string{{"spec.hotKeys.shards: 2 shards"}, {"spec.hotKeys.shards: changing 1 to 2 moves the budget to other keys", "full quota"}}},
 	{name: "leases Off", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
 
 	// onMissing Skip: leaving the identity out escapes the limit.
