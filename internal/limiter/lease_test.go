@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // leasePolicy is newPolicy with leases on.
@@ -43,7 +45,7 @@ func (g *leaseLog) record(_ *Policy, granted, returned int64) {
 }
 
 // leaseLimiters is n limiters (two sidecars, say) on separate clients with leases logged.
-func leaseLimiters(t testing.TB, srv interface{ Client() *redis.Client }, n int, log *leaseLog) []*Limiter {
+func leaseLimiters(t testing.TB, srv *redistest.Server, n int, log *leaseLog) []*Limiter {
 	t.Helper()
 	out := make([]*Limiter, n)
 	for i := range out {
@@ -126,6 +128,20 @@ func hotUp(t testing.TB, l *Limiter, p *Policy, identity string, n int) int64 {
 	return ok
 }
 
+// leasedUp is one limiter with leases and a policy of requests per 1000 hours whose
+// identity was made hot by n quick checks; it fails the test unless a lease was taken.
+func leasedUp(t *testing.T, srv *redistest.Server, alg Algorithm, requests int64, identity string, n int) (*Limiter, *Policy, *leaseLog, int64) {
+	t.Helper()
+	log := &leaseLog{}
+	l := leaseLimiters(t, srv, 1, log)[0]
+	p := leasePolicy(t, alg, Limit{Name: "long", Requests: requests, Period: 1000 * time.Hour})
+	admitted := hotUp(t, l, p, identity, n)
+	if log.granted == 0 {
+		t.Fatalf("no lease taken after %d quick checks", n)
+	}
+	return l, p, log, admitted
+}
+
 // redisRemaining asks Redis, through a limiter without leases, what identity has left (one
 // unit is spent asking).
 func redisRemaining(t testing.TB, rdb redis.UniversalClient, p *Policy, identity string) int64 {
@@ -147,13 +163,7 @@ func TestReturnedLeaseLeavesExactCount(t *testing.T) {
 	srv, rdb := standalone(t)
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			var log leaseLog
-			l := leaseLimiters(t, srv, 1, &log)[0]
-			p := leasePolicy(t, alg, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
-			admitted := hotUp(t, l, p, "ret", 40)
-			if log.granted == 0 {
-				t.Fatalf("no lease taken after 40 quick checks")
-			}
+			l, p, log, admitted := leasedUp(t, srv, alg, 1000, "ret", 40)
 			if err := l.ReturnLeases(context.Background()); err != nil {
 				t.Fatalf("ReturnLeases: %v", err)
 			}
@@ -179,13 +189,7 @@ func TestReturnAfterDataLossRevivesNothing(t *testing.T) {
 	srv, rdb := standalone(t)
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			var log leaseLog
-			l := leaseLimiters(t, srv, 1, &log)[0]
-			p := leasePolicy(t, alg, Limit{Name: "long", Requests: 100, Period: 1000 * time.Hour})
-			hotUp(t, l, p, "lost", 12)
-			if log.granted == 0 {
-				t.Fatal("no lease taken")
-			}
+			l, p, log, _ := leasedUp(t, srv, alg, 100, "lost", 12)
 			if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -248,13 +252,7 @@ func waitWindowStart(t testing.TB, rdb redis.UniversalClient, period time.Durati
 // the old lease's units as used, and nothing beyond it is admitted.
 func TestEditedPolicyDropsLeases(t *testing.T) {
 	srv, _ := standalone(t)
-	var log leaseLog
-	l := leaseLimiters(t, srv, 1, &log)[0]
-	old := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
-	before := hotUp(t, l, old, "edited", 20)
-	if log.granted == 0 {
-		t.Fatal("no lease taken")
-	}
+	l, old, _, before := leasedUp(t, srv, FixedWindow, 1000, "edited", 20)
 	c := old.Spec
 	c.Limits = []Limit{{Name: "long", Requests: before + 3, Period: 1000 * time.Hour}}
 	lowered, err := NewPolicy(c)
