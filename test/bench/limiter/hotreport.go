@@ -35,7 +35,7 @@ func printHotKeys(p func(string, ...any), c config, rep *report) {
 		o := newTable("algorithm", "admitted (most)", "over-admission", "under-admission (worst)", "bound")
 		o.left[0] = true
 		for _, h := range rep.hot {
-			o.add(string(h.alg), fmt.Sprint(h.over.admitted), overCell(h.over), fmt.Sprint(h.over.limit-h.over.fewest), fmt.Sprint(h.bound))
+			o.add(string(h.alg), fmt.Sprint(h.over.admitted), fmt.Sprint(max(0, h.over.excess())), fmt.Sprint(h.over.limit-h.over.fewest), fmt.Sprint(h.bound))
 		}
 		p("%s\n", o)
 	}
