@@ -148,4 +148,8 @@ type leaseEntry struct {
 	ready    chan struct{}
 	// quiet is until when no lease is tried after one was refused (too little left).
 	quiet time.Time
+	// rate and seen are the identity's last estimated checks/s here and when (for
+	// HotIdentities).
+	rate float64
+	seen time.Time
 }

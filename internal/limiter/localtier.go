@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,7 @@ func (t *localTier) check(ctx context.Context, l *Limiter, p *Policy, r Request,
 func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64, now time.Time) (Decision, bool) {
 	t := l.leases
 	e.mu.Lock()
+	e.rate, e.seen = rate, now
 	if e.cur != nil && e.cur.take(r.Cost, now) {
 		d := leased(p, e.cur.left(now))
 		e.mu.Unlock()
@@ -279,4 +281,46 @@ func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error
 		f(p, 0, rep.returned)
 	}
 	return nil
+}
+
+// HotIdentity is an identity this process serves from leases, for metrics.
+type HotIdentity struct {
+	// Namespace and Policy name the policy.
+	Namespace, Policy string
+	// Identity is the identity as encoded in Redis keys (at most keylayout.MaxEncodedLen
+	// bytes of printable ASCII).
+	Identity string
+	// Rate is its checks per second at this process, as last estimated.
+	Rate float64
+}
+
+// HotIdentities returns up to n identities seen hot here within the last second, hottest
+// first: a bounded view for metrics, whatever the number of identities.
+func (l *Limiter) HotIdentities(n int) []HotIdentity {
+	now := l.opts.Now()
+	var out []HotIdentity
+	for _, k := range l.leases.entries.Keys() {
+		e, ok := l.leases.entries.Peek(k)
+		if !ok {
+			continue
+		}
+		e.mu.Lock()
+		rate, seen := e.rate, e.seen
+		e.mu.Unlock()
+		if now.Sub(seen) < time.Second {
+			out = append(out, HotIdentity{Namespace: k.policy.Namespace, Policy: k.policy.Name, Identity: k.identity, Rate: rate})
+		}
+	}
+	slices.SortFunc(out, func(a, b HotIdentity) int { return cmpDesc(a.Rate, b.Rate) })
+	return out[:min(n, len(out))]
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }

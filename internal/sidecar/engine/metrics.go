@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -69,7 +70,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Checks the limiter sent to Redis in pipelines."},
 			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
 	m.registerErrorKinds(reg)
+	reg.MustRegister(hotIdentities{m: m, desc: prometheus.NewDesc("ratelimit_sidecar_hot_identity_checks_per_second",
+		fmt.Sprintf("The %d hottest identities this sidecar serves from leases (seen within the last second), by policy and identity (as encoded in Redis keys): a bounded top list, whatever the number of identities.", HotTopN),
+		[]string{"policy", "identity"}, nil)})
 	return m
+}
+
+// HotTopN is how many hot identities ratelimit_sidecar_hot_identity_checks_per_second lists.
+const HotTopN = 10
+
+// hotIdentities exports the limiter's hottest leased identities, fresh at every scrape: an
+// identity that cools down leaves the list, so the series stay at most HotTopN.
+type hotIdentities struct {
+	m    *Metrics
+	desc *prometheus.Desc
+}
+
+// Describe sends the one descriptor.
+func (h hotIdentities) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+// Collect sends the current top list.
+func (h hotIdentities) Collect(ch chan<- prometheus.Metric) {
+	e := h.m.pipelined.Load()
+	if e == nil || e.limiter() == nil {
+		return
+	}
+	for _, hi := range e.limiter().HotIdentities(HotTopN) {
+		ch <- prometheus.MustNewConstMetric(h.desc, prometheus.GaugeValue, hi.Rate, hi.Policy, hi.Identity)
+	}
 }
 
 // errorKinds are the labels of ratelimit_sidecar_redis_check_errors_total and where each

@@ -171,4 +171,31 @@ func TestLeaseMetrics(t *testing.T) {
 	if n := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_redis_errors_total", nil); n != 0 {
 		t.Errorf("%v leased decisions counted as Redis errors", n)
 	}
+	if r := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second", map[string]string{"policy": "hot", "identity": "celebrity"}); r < 50 {
+		t.Errorf("hot identity gauge %v for celebrity, want its rate (at least the 50/s that makes it hot)", r)
+	}
+	// Many hot identities: the list stays bounded.
+	for i := range 3 * engine.HotTopN {
+		for range 20 {
+			rig.Engine.Decide(t.Context(), "test", e, engine.Check{Identity: fmt.Sprintf("tenant-%d", i), HasIdentity: true, Cost: 1})
+		}
+	}
+	if n := seriesOf(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second"); n != engine.HotTopN {
+		t.Errorf("%d hot identity series with %d hot identities, want the top %d", n, 3*engine.HotTopN+1, engine.HotTopN)
+	}
+}
+
+// seriesOf counts the series of name in reg.
+func seriesOf(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
 }
