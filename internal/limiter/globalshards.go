@@ -119,7 +119,7 @@ func (s *shardSet) identities(identity string) []string {
 func firstShard(requestID string, n int) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(requestID))
-	return int(h.Sum64() % uint64(n))
+	return int(h.Sum64() % uint64(max(n, 1))) //nolint:gosec // n is a shard count, 2 to MaxShards
 }
 
 // checkSharded decides r against a sharded policy: one shard at random (an idempotent
