@@ -2,10 +2,8 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -86,6 +84,17 @@ func (t *localTier) entry(p *Policy, identity string) *leaseEntry {
 		return prev
 	}
 	return e
+}
+
+// each calls f with every tracked identity's entry, under the entry's lock.
+func (t *localTier) each(f func(k denyKey, e *leaseEntry)) {
+	for _, k := range t.entries.Keys() {
+		if e, ok := t.entries.Peek(k); ok {
+			e.mu.Lock()
+			f(k, e)
+			e.mu.Unlock()
+		}
+	}
 }
 
 func (t *localTier) newID() string {
@@ -238,89 +247,4 @@ func (e *leaseEntry) spend(p *Policy, cost int64, now time.Time) (Decision, bool
 // this process still holds (what the identity has left is at least that).
 func leased(p *Policy, left int64) Decision {
 	return Decision{Allowed: true, Remaining: left, Limit: p.size(0), LimitName: p.Limits[0].Name, Source: SourceLease}
-}
-
-// ReturnLeases gives back, in Redis, what this process's leases hold unspent, e.g. before it
-// stops; the leases end. Errors are joined; a lease whose return failed is lost (units never
-// spent: under-admission, never over).
-func (l *Limiter) ReturnLeases(ctx context.Context) error {
-	var errs []error
-	for _, k := range l.leases.entries.Keys() {
-		e, ok := l.leases.entries.Peek(k)
-		if !ok {
-			continue
-		}
-		e.mu.Lock()
-		prev := e.cur
-		e.cur = nil
-		e.mu.Unlock()
-		if prev == nil {
-			continue
-		}
-		if err := l.returnLease(ctx, k.policy, prev); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// returnLease runs the lease script asking for nothing: prev's unspent units go back.
-func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error {
-	keys := leaseKeys(prev.state, l.leases.newID(), prev)
-	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	defer cancel()
-	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(0, l.leases.opts.Share, prev))
-	if err != nil {
-		return fmt.Errorf("policy %s/%s: returning a lease: %w", p.Namespace, p.Name, err)
-	}
-	rep, err := decodeLease(p, v, "", time.Time{})
-	if err != nil {
-		return err
-	}
-	if f := l.leases.opts.OnLease; f != nil {
-		f(p, 0, rep.returned)
-	}
-	return nil
-}
-
-// HotIdentity is an identity this process serves from leases, for metrics.
-type HotIdentity struct {
-	// Namespace and Policy name the policy.
-	Namespace, Policy string
-	// Identity is the identity as encoded in Redis keys (at most keylayout.MaxEncodedLen
-	// bytes of printable ASCII).
-	Identity string
-	// Rate is its checks per second at this process, as last estimated.
-	Rate float64
-}
-
-// HotIdentities returns up to n identities seen hot here within the last second, hottest
-// first: a bounded view for metrics, whatever the number of identities.
-func (l *Limiter) HotIdentities(n int) []HotIdentity {
-	now := l.opts.Now()
-	var out []HotIdentity
-	for _, k := range l.leases.entries.Keys() {
-		e, ok := l.leases.entries.Peek(k)
-		if !ok {
-			continue
-		}
-		e.mu.Lock()
-		rate, seen := e.rate, e.seen
-		e.mu.Unlock()
-		if now.Sub(seen) < time.Second {
-			out = append(out, HotIdentity{Namespace: k.policy.Namespace, Policy: k.policy.Name, Identity: k.identity, Rate: rate})
-		}
-	}
-	slices.SortFunc(out, func(a, b HotIdentity) int { return cmpDesc(a.Rate, b.Rate) })
-	return out[:min(n, len(out))]
-}
-
-func cmpDesc(a, b float64) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
 }
