@@ -360,3 +360,37 @@ func TestLeasedCellsNeverBeatTheBucket(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseOutlivesRedisOnlyByItsUnits: a FailClosed policy's hot identity holds a lease when
+// Redis dies. Its units were debited, so they are still admitted locally, and no more: past
+// them every check is the failure mode's (here a denial), never a lease taken blind.
+func TestLeaseOutlivesRedisOnlyByItsUnits(t *testing.T) {
+	srv, _ := standalone(t)
+	var log leaseLog
+	l := newLimiter(t, srv.Client(), Options{Timeout: 200 * time.Millisecond,
+		Leases: LeaseOptions{HotRate: 1, Span: time.Second, OnLease: log.record}})
+	p := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
+	if d := l.Check(context.Background(), p, Request{Identity: "down"}); d.Source != SourceLease {
+		t.Fatalf("first check from %s, want a lease (HotRate 1)", d.Source)
+	}
+	srv.Kill()
+	var leased, failed int64
+	for range 2 * int(log.granted) {
+		d := l.Check(context.Background(), p, Request{Identity: "down"})
+		switch {
+		case d.Source == SourceLease && d.Allowed:
+			leased++
+		case d.Source == SourceFailClosed && !d.Allowed:
+			failed++
+		default:
+			t.Fatalf("decision %+v with Redis down: want a leased admission or FailClosed", d)
+		}
+	}
+	t.Logf("leased %d units; with Redis down %d more from the lease, then %d FailClosed", log.granted, leased, failed)
+	if leased != log.granted-1 {
+		t.Errorf("%d admitted from the lease with Redis down, want its %d remaining units", leased, log.granted-1)
+	}
+	if failed == 0 {
+		t.Error("no FailClosed denial once the lease was spent")
+	}
+}
