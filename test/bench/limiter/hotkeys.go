@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 )
 
 // hotRow is one algorithm's hot-key figures: one identity checked by c.callers goroutines
-// over two limiters (two sidecars, each with its own Redis client) with leases off (today)
-// and on, and the over-admission check with leases on.
+// split over two worker processes (two sidecars) with leases off (today) and on, and the
+// over-admission check with leases on.
 type hotRow struct {
 	alg     limiter.Algorithm
 	off, on []hotRun
@@ -28,14 +27,16 @@ type hotRow struct {
 	bound int64
 }
 
-// hotRun is one measurement and the script calls Redis ran during it.
+// hotRun is one measurement, the script calls Redis ran for it and the decisions they
+// served (warm-ups included).
 type hotRun struct {
-	stats load.Stats
-	calls int64
+	stats     load.Stats
+	calls     int64
+	decisions int
 }
 
 // perDecision is Redis script calls per decision.
-func (h hotRun) perDecision() float64 { return float64(h.calls) / float64(max(h.stats.Calls, 1)) }
+func (h hotRun) perDecision() float64 { return float64(h.calls) / float64(max(h.decisions, 1)) }
 
 // coldResult is the cost of cold identities (c.identities of them) with leases off and on.
 type coldResult struct {
@@ -70,15 +71,11 @@ func measureHotKeys(ctx context.Context, c config, srv *redistest.Server, rdb *r
 	var rows []*hotRow
 	for _, a := range algorithms {
 		alg := limiter.Algorithm(a.alg)
-		base, err := newPolicy(alg, "bench", "hot", hotLimit(alg), 0, limiter.FailOpen)
-		if err != nil {
-			return rows, coldResult{}, err
-		}
 		row := &hotRow{alg: alg}
 		for i := range max(c.reps, 1) {
 			for _, on := range []bool{false, true} {
 				progress("hot identity %d/%d: %s, leases %v", i+1, c.reps, alg, on)
-				run, err := measureHot(ctx, c, srv, rdb, base, on)
+				run, err := measureHotProcesses(ctx, c, srv.Addr(), rdb, alg, on)
 				if err != nil {
 					return rows, coldResult{}, fmt.Errorf("hot %s: %w", alg, err)
 				}
@@ -90,6 +87,7 @@ func measureHotKeys(ctx context.Context, c config, srv *redistest.Server, rdb *r
 			}
 		}
 		progress("over-admission with leases: %s", alg)
+		var err error
 		if row.over, row.bound, err = leaseOverAdmission(ctx, c, srv, alg); err != nil {
 			return rows, coldResult{}, err
 		}
@@ -101,38 +99,6 @@ func measureHotKeys(ctx context.Context, c config, srv *redistest.Server, rdb *r
 
 // hotDuration is the length of one hot-identity run: short, the section has 4x2xreps.
 func hotDuration(c config) time.Duration { return min(c.duration, time.Second) }
-
-// measureHot is one run of the hot identity through two limiters, leases on or off.
-func measureHot(ctx context.Context, c config, srv *redistest.Server, rdb *redis.Client, base *limiter.Policy, on bool) (hotRun, error) {
-	p, err := withLeases(base, on)
-	if err != nil {
-		return hotRun{}, err
-	}
-	if err := flushAll(ctx, rdb); err != nil {
-		return hotRun{}, err
-	}
-	lims, closeAll, err := sidecarLimiters(c, srv, 2, limiter.LeaseOptions{})
-	if err != nil {
-		return hotRun{}, err
-	}
-	defer closeAll()
-	call := func(ctx context.Context, g int, _ *rand.Rand) (load.Outcome, error) {
-		return outcome(lims[g%len(lims)].Check(ctx, p, limiter.Request{Identity: "celebrity"})), nil
-	}
-	if _, err := load.Drive(ctx, c.callers, warmup(c), call); err != nil {
-		return hotRun{}, err
-	}
-	calls0, err := scriptCallsOf(ctx, rdb)
-	if err != nil {
-		return hotRun{}, err
-	}
-	s, err := load.Measure(ctx, c.callers, hotDuration(c), call, redisCPU(rdb))
-	if err != nil {
-		return hotRun{}, err
-	}
-	calls1, err := scriptCallsOf(ctx, rdb)
-	return hotRun{stats: s, calls: calls1 - calls0}, err
-}
 
 // scriptCallsOf is EVALSHA plus EVAL calls so far (INFO commandstats).
 func scriptCallsOf(ctx context.Context, rdb redis.Cmdable) (int64, error) {

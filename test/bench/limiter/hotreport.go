@@ -13,10 +13,12 @@ func printHotKeys(p func(string, ...any), c config, rep *report) {
 		return
 	}
 	p("### Hot keys: leases (the local tier)\n\n")
-	p("One identity (\"celebrity\", under its limit: %s) checked by %d callers spread over two limiters, each with its own Redis client "+
-		"and pipelining (two sidecars in one process); each cell is the median of %d runs of %s. Today is leases off: every check is one script call. "+
-		"Script calls are INFO commandstats (EVALSHA + EVAL) over the run, lease calls included.\n\n",
-		"10⁹ per 1000 h for the windows, 10⁶/s with a burst of 10⁶ for TokenBucket and GCRA", c.callers, max(c.reps, 1), hotDuration(c))
+	p("One identity (\"celebrity\", under its limit: %s) checked by %d callers in each of two sidecar processes (this binary re-run as "+
+		"workers, each with its own Redis client and pipelining limiter), started together; each cell is the median of %d runs of %s. "+
+		"Decisions/s is the two processes' sum, p50 and p99 the worse process's. Today is leases off: every check is one script call. "+
+		"Script calls per decision are INFO commandstats (EVALSHA + EVAL) over everything the workers did (warm-ups and lease calls included) "+
+		"over their decisions.\n\n",
+		"10⁹ per 1000 h for the windows, 10⁶/s with a burst of 10⁶ for TokenBucket and GCRA", max(c.callers/2, 1), max(c.reps, 1), hotDuration(c))
 	if len(rep.hot) > 0 {
 		t := newTable("algorithm", "today /s", "leases /s", "×", "today calls/decision", "leases calls/decision", "fewer calls",
 			"today p50", "leases p50", "today p99", "leases p99")

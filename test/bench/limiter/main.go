@@ -65,6 +65,9 @@ func defaultConfig() config {
 }
 
 func main() {
+	if runHotWorker() { // re-run as one sidecar of the hot-key section
+		return
+	}
 	c := defaultConfig()
 	flag.DurationVar(&c.duration, "duration", c.duration, "length of one throughput run (each cell is the median of -reps runs)")
 	flag.IntVar(&c.reps, "reps", c.reps, "runs per cell; the table shows the median")

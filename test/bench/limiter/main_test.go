@@ -13,6 +13,14 @@ import (
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
+// TestMain lets the hot-key section re-run this test binary as its worker processes.
+func TestMain(m *testing.M) {
+	if runHotWorker() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
 // requireTools skips (fails under CI) without redis-server and redis-benchmark.
 func requireTools(t *testing.T) {
 	t.Helper()
