@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,11 +11,11 @@ import (
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
-// shardedPolicy is a policy of one limit spread over n shards.
-func shardedPolicy(t testing.TB, alg Algorithm, n int, l Limit) *Policy {
+// shardedPolicy is a policy of one limit spread over n shards, with leases or not.
+func shardedPolicy(t testing.TB, alg Algorithm, n int, leases bool, l Limit) *Policy {
 	t.Helper()
 	c := newPolicy(t, alg, FailClosed, l).Spec
-	c.Shards = n
+	c.Shards, c.Leases = n, leases
 	p, err := NewPolicy(c)
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
@@ -33,38 +34,49 @@ func TestShardedGlobalLimitExact(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := newLimiter(t, rdb, Options{Pipelining: true})
 	for _, alg := range algorithms {
-		t.Run(string(alg), func(t *testing.T) {
-			const limit, callers = 300, 32
-			p := shardedPolicy(t, alg, 3, Limit{Name: "global", Requests: limit, Period: 1000 * time.Hour})
-			before := perPrimaryCalls(t, cl.Primaries())
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range callers {
-				wg.Go(func() {
-					for range 2 * limit / callers {
-						d := l.Check(context.Background(), p, Request{Identity: "all"})
-						if d.WithoutRedis() {
-							t.Errorf("decided without Redis: %v", d.Err)
-							return
-						}
-						if d.Allowed {
-							admitted.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			after := perPrimaryCalls(t, cl.Primaries())
-			t.Logf("admitted %d of %d; script calls per primary %v", admitted.Load(), limit, diff(after, before))
-			if admitted.Load() != limit {
-				t.Errorf("admitted %d, want exactly %d", admitted.Load(), limit)
-			}
-			for i, n := range diff(after, before) {
-				if n < limit/10 {
-					t.Errorf("primary %d ran %d script calls: the shards do not spread over the primaries", i, n)
+		for _, leases := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/leases=%v", alg, leases), func(t *testing.T) {
+				exactOverShards(t, cl, l, shardedPolicy(t, alg, 3, leases, Limit{Name: "global", Requests: 300, Period: 1000 * time.Hour}))
+			})
+		}
+	}
+}
+
+// exactOverShards hammers p (a limit of 300 over 3 shards) from 32 callers with 600 checks:
+// never more than 300 admitted, exactly 300 without leases (with leases, units a lease
+// still holds at the end may be missing: at most a tenth here), and every primary ran
+// script calls.
+func exactOverShards(t *testing.T, cl *redistest.Cluster, l *Limiter, p *Policy) {
+	t.Helper()
+	const limit, callers = 300, 32
+	before := perPrimaryCalls(t, cl.Primaries())
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range 2 * limit / callers {
+				d := l.Check(context.Background(), p, Request{Identity: "all"})
+				if d.WithoutRedis() {
+					t.Errorf("decided without Redis: %v", d.Err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
 				}
 			}
 		})
+	}
+	wg.Wait()
+	calls := diff(perPrimaryCalls(t, cl.Primaries()), before)
+	got := admitted.Load()
+	t.Logf("admitted %d of %d; script calls per primary %v", got, limit, calls)
+	if got > limit || !p.Leases && got != limit || got < limit*9/10 {
+		t.Errorf("admitted %d, want %d (with leases at least %d)", got, limit, limit*9/10)
+	}
+	for i, n := range calls {
+		if n < 10 {
+			t.Errorf("primary %d ran %d script calls: the shards do not spread over the primaries", i, n)
+		}
 	}
 }
 
@@ -76,7 +88,7 @@ func TestShardedDeniesOnlyWhenAllSpent(t *testing.T) {
 	l := newLimiter(t, rdb, Options{})
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			p := shardedPolicy(t, alg, 3, Limit{Name: "global", Requests: 10, Period: 1000 * time.Hour})
+			p := shardedPolicy(t, alg, 3, false, Limit{Name: "global", Requests: 10, Period: 1000 * time.Hour})
 			for i := range 10 {
 				if d := mustCheck(t, l, p, Request{Identity: "all"}); !d.Allowed {
 					t.Fatalf("check %d denied with %d of 10 spent: a false denial", i+1, i)
