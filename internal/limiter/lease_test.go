@@ -248,21 +248,33 @@ func waitWindowStart(t testing.TB, rdb redis.UniversalClient, period time.Durati
 }
 
 // TestEditedPolicyDropsLeases: leases taken under a policy are not spent under its edited
-// successor (a new *Policy, as every snapshot change compiles): the lowered limit counts
-// the old lease's units as used, and nothing beyond it is admitted.
+// successor (a new *Policy, as every snapshot change compiles). The limit is lowered below
+// what is already counted while the old lease still holds units: the new policy admits
+// nothing, where spending the old lease would admit its units beyond the new limit.
 func TestEditedPolicyDropsLeases(t *testing.T) {
 	srv, _ := standalone(t)
-	l, old, _, before := leasedUp(t, srv, FixedWindow, 1000, "edited", 20)
+	var log leaseLog
+	l := leaseLimiters(t, srv, 1, &log)[0]
+	old := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
+	before := hotUp(t, l, old, "edited", 20)
+	e := l.leases.entry(old, "edited")
+	e.mu.Lock()
+	var held int64
+	if e.cur != nil {
+		held = e.cur.left(time.Now())
+	}
+	e.mu.Unlock()
+	if held < 1 {
+		t.Fatalf("want a lease still holding units: %d leased, %d admitted, none held", log.granted, before)
+	}
 	c := old.Spec
-	c.Limits = []Limit{{Name: "long", Requests: before + 3, Period: 1000 * time.Hour}}
+	c.Limits = []Limit{{Name: "long", Requests: before / 2, Period: 1000 * time.Hour}}
 	lowered, err := NewPolicy(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := hotUp(t, l, lowered, "edited", 50)
-	// The old lease's units stay debited; at most what the new limit leaves is admitted.
-	if before+after > before+3 {
-		t.Errorf("admitted %d under the lowered limit of %d after %d under the old: over-admission", after, before+3, before)
+	if after := hotUp(t, l, lowered, "edited", 50); after != 0 {
+		t.Errorf("admitted %d under a limit of %d with %d already counted: the old policy's lease was spent under the new one", after, before/2, before)
 	}
 }
 
