@@ -406,3 +406,41 @@ func TestLeaseOutlivesRedisOnlyByItsUnits(t *testing.T) {
 		t.Error("no FailClosed denial once the lease was spent")
 	}
 }
+
+// TestLeasesWithCostNeverOverAdmit: requests of cost 1 to 3 spend that many leased units;
+// from 32 callers over two limiters, the admitted cost never exceeds the limit.
+func TestLeasesWithCostNeverOverAdmit(t *testing.T) {
+	const limit, callers = 600, 32
+	srv, _ := standalone(t)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			var log leaseLog
+			lims := leaseLimiters(t, srv, 2, &log)
+			p := leasePolicy(t, alg, Limit{Name: "long", Requests: limit, Period: 1000 * time.Hour})
+			var cost, leased atomic.Int64
+			var wg sync.WaitGroup
+			for g := range callers {
+				wg.Go(func() {
+					for i := range 2 * limit / callers {
+						c := int64(1 + (g+i)%3)
+						d := lims[g%2].Check(context.Background(), p, Request{Identity: "weighted", Cost: c})
+						if d.Allowed {
+							cost.Add(c)
+						}
+						if d.Allowed && d.Source == SourceLease {
+							leased.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%s: admitted cost %d of %d, %d admissions from leases", alg, cost.Load(), limit, leased.Load())
+			if cost.Load() > limit {
+				t.Errorf("admitted cost %d over the limit %d", cost.Load(), limit)
+			}
+			if leased.Load() == 0 {
+				t.Error("no admission came from a lease")
+			}
+		})
+	}
+}
