@@ -382,8 +382,12 @@ func TestLeaseOutlivesRedisOnlyByItsUnits(t *testing.T) {
 	l := newLimiter(t, srv.Client(), Options{Timeout: 200 * time.Millisecond,
 		Leases: LeaseOptions{HotRate: 1, Span: time.Second, OnLease: log.record}})
 	p := leasePolicy(t, FixedWindow, Limit{Name: "long", Requests: 1000, Period: 1000 * time.Hour})
-	if d := l.Check(context.Background(), p, Request{Identity: "down"}); d.Source != SourceLease {
+	d := l.Check(context.Background(), p, Request{Identity: "down"})
+	if d.Source != SourceLease {
 		t.Fatalf("first check from %s, want a lease (HotRate 1)", d.Source)
+	}
+	if d.ResetAfter <= 0 || d.ResetAfter > 1000*time.Hour {
+		t.Errorf("leased window decision resets after %s, want the end of its window", d.ResetAfter)
 	}
 	srv.Kill()
 	var leased, failed int64

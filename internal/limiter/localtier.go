@@ -138,7 +138,7 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	e.mu.Lock()
 	e.rate, e.seen = rate, now
 	if e.cur != nil && e.cur.take(r.Cost, now) {
-		d := leased(p, e.cur.left(now))
+		d := leased(p, e.cur, now)
 		e.mu.Unlock()
 		return d, true
 	}
@@ -240,11 +240,17 @@ func (e *leaseEntry) spend(p *Policy, cost int64, now time.Time) (Decision, bool
 	if e.cur == nil || !e.cur.take(cost, now) {
 		return Decision{}, false
 	}
-	return leased(p, e.cur.left(now)), true
+	return leased(p, e.cur, now), true
 }
 
-// leased is the decision of a check answered from a lease: admitted, with left the units
-// this process still holds (what the identity has left is at least that).
-func leased(p *Policy, left int64) Decision {
-	return Decision{Allowed: true, Remaining: left, Limit: p.size(0), LimitName: p.Limits[0].Name, Source: SourceLease}
+// leased is the decision of a check answered from ls at now: admitted, with Remaining the
+// units this process still holds (what the identity has left is at least that) and, for
+// the windows, ResetAfter the end of the lease's window (TokenBucket and GCRA: 0, unknown
+// here).
+func leased(p *Policy, ls *lease, now time.Time) Decision {
+	d := Decision{Allowed: true, Remaining: ls.left(now), Limit: p.size(0), LimitName: p.Limits[0].Name, Source: SourceLease}
+	if ls.step == 0 {
+		d.ResetAfter = max(0, ls.base.Sub(now))
+	}
+	return d
 }
