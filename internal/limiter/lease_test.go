@@ -62,53 +62,61 @@ func leaseLimiters(t testing.TB, srv *redistest.Server, n int, log *leaseLog) []
 // misses L by no more than the units two leases can hold (the under-admission bound), and
 // most decisions come from leases, not Redis.
 func TestLeasesNeverOverAdmit(t *testing.T) {
-	const limit, callers = 1000, 64
+	const limit = 1000
 	srv, _ := standalone(t)
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			var log leaseLog
-			lims := leaseLimiters(t, srv, 2, &log)
 			p := leasePolicy(t, alg, Limit{Name: "long", Requests: limit, Period: 1000 * time.Hour})
-			var admitted, fromLease, fromRedis atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for g := range callers {
-				wg.Go(func() {
-					<-start
-					for range 2 * limit / callers {
-						d := lims[g%2].Check(context.Background(), p, Request{Identity: "hot"})
-						if d.WithoutRedis() {
-							t.Errorf("decided without Redis: %v", d.Err)
-							return
-						}
-						if d.Source == SourceLease {
-							fromLease.Add(1)
-						} else {
-							fromRedis.Add(1)
-						}
-						if d.Allowed {
-							admitted.Add(1)
-						}
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			got := admitted.Load()
+			got, fromLease, fromRedis := hammerLeased(t, leaseLimiters(t, srv, 2, &log), p, 64, 2*limit, func(int, int) int64 { return 1 })
 			bound := 2 * log.largest
 			t.Logf("%s: admitted %d of %d (under by %d, bound 2 * largest lease = %d); %d from leases, %d from Redis; %d lease calls, %d refused",
-				alg, got, limit, limit-got, bound, fromLease.Load(), fromRedis.Load(), log.calls, log.refused)
+				alg, got, limit, limit-got, bound, fromLease, fromRedis, log.calls, log.refused)
 			if got > limit {
 				t.Fatalf("over-admission: %d admitted, limit %d", got, limit)
 			}
 			if limit-got > bound {
 				t.Errorf("under-admission %d exceeds the bound %d", limit-got, bound)
 			}
-			if fromLease.Load() < limit/2 {
-				t.Errorf("only %d of %d admissions came from leases", fromLease.Load(), got)
+			if fromLease < limit/2 {
+				t.Errorf("only %d of %d admissions came from leases", fromLease, got)
 			}
 		})
 	}
+}
+
+// hammerLeased releases callers goroutines together over lims (goroutine g on lims[g%n]),
+// checks checks in all, request i of goroutine g costing cost(g, i), and returns the cost
+// admitted and the decisions from leases and from Redis.
+func hammerLeased(t *testing.T, lims []*Limiter, p *Policy, callers, checks int, cost func(g, i int) int64) (admitted, fromLease, fromRedis int64) {
+	t.Helper()
+	var adm, leased, byRedis atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range callers {
+		wg.Go(func() {
+			<-start
+			for i := range checks / callers {
+				c := cost(g, i)
+				d := lims[g%len(lims)].Check(context.Background(), p, Request{Identity: "hot", Cost: c})
+				if d.WithoutRedis() {
+					t.Errorf("decided without Redis: %v", d.Err)
+					return
+				}
+				if d.Source == SourceLease {
+					leased.Add(1)
+				} else {
+					byRedis.Add(1)
+				}
+				if d.Allowed {
+					adm.Add(c)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return adm.Load(), leased.Load(), byRedis.Load()
 }
 
 // hotUp makes identity hot at l (HotRate is 50/s: a burst of checks within 100ms), and
@@ -414,36 +422,20 @@ func TestLeaseOutlivesRedisOnlyByItsUnits(t *testing.T) {
 // TestLeasesWithCostNeverOverAdmit: requests of cost 1 to 3 spend that many leased units;
 // from 32 callers over two limiters, the admitted cost never exceeds the limit.
 func TestLeasesWithCostNeverOverAdmit(t *testing.T) {
-	const limit, callers = 600, 32
+	const limit = 600
 	srv, _ := standalone(t)
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			var log leaseLog
-			lims := leaseLimiters(t, srv, 2, &log)
 			p := leasePolicy(t, alg, Limit{Name: "long", Requests: limit, Period: 1000 * time.Hour})
-			var cost, leased atomic.Int64
-			var wg sync.WaitGroup
-			for g := range callers {
-				wg.Go(func() {
-					for i := range 2 * limit / callers {
-						c := int64(1 + (g+i)%3)
-						d := lims[g%2].Check(context.Background(), p, Request{Identity: "weighted", Cost: c})
-						if d.Allowed {
-							cost.Add(c)
-						}
-						if d.Allowed && d.Source == SourceLease {
-							leased.Add(1)
-						}
-					}
-				})
+			cost, leased, _ := hammerLeased(t, leaseLimiters(t, srv, 2, &log), p, 32, 2*limit,
+				func(g, i int) int64 { return int64(1 + (g+i)%3) })
+			t.Logf("%s: admitted cost %d of %d, %d decisions from leases", alg, cost, limit, leased)
+			if cost > limit {
+				t.Errorf("admitted cost %d over the limit %d", cost, limit)
 			}
-			wg.Wait()
-			t.Logf("%s: admitted cost %d of %d, %d admissions from leases", alg, cost.Load(), limit, leased.Load())
-			if cost.Load() > limit {
-				t.Errorf("admitted cost %d over the limit %d", cost.Load(), limit)
-			}
-			if leased.Load() == 0 {
-				t.Error("no admission came from a lease")
+			if leased == 0 {
+				t.Error("no decision came from a lease")
 			}
 		})
 	}
