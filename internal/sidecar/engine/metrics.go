@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -71,9 +73,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
 	m.registerErrorKinds(reg)
 	reg.MustRegister(hotIdentities{m: m, desc: prometheus.NewDesc("ratelimit_sidecar_hot_identity_checks_per_second",
-		fmt.Sprintf("The %d hottest identities this sidecar serves from leases (seen within the last second), by policy and identity (as encoded in Redis keys): a bounded top list, whatever the number of identities.", HotTopN),
-		[]string{"policy", "identity"}, nil)})
+		fmt.Sprintf("The %d hottest identities this sidecar serves from leases (seen within the last second), by policy and identity_hash (the first 16 hex digits of the SHA-256 of the identity as encoded in Redis keys; never the identity, which is often a credential): a bounded top list, whatever the number of identities.", HotTopN),
+		[]string{"policy", "identity_hash"}, nil)})
 	return m
+}
+
+// IdentityHash is how metrics name an identity (as encoded in Redis keys): the first 16 hex
+// digits of its SHA-256. Metrics outlive the request and reach people who must not see
+// credentials, and an identity is often one (an API key, a bearer token's claim), so it is
+// never exported as is; an operator who suspects an identity hashes it to compare
+// (printf %s "$identity" | sha256sum | cut -c1-16), or finds its keys in Redis.
+func IdentityHash(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return hex.EncodeToString(sum[:8])
 }
 
 // HotTopN is how many hot identities ratelimit_sidecar_hot_identity_checks_per_second lists.
@@ -96,7 +108,7 @@ func (h hotIdentities) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, hi := range e.limiter().HotIdentities(HotTopN) {
-		ch <- prometheus.MustNewConstMetric(h.desc, prometheus.GaugeValue, hi.Rate, hi.Policy, hi.Identity)
+		ch <- prometheus.MustNewConstMetric(h.desc, prometheus.GaugeValue, hi.Rate, hi.Policy, IdentityHash(hi.Identity))
 	}
 }
 

@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,21 +174,46 @@ func TestLeaseMetrics(t *testing.T) {
 	if n := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_redis_errors_total", nil); n != 0 {
 		t.Errorf("%v leased decisions counted as Redis errors", n)
 	}
-	if r := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second", map[string]string{"policy": "hot", "identity": "celebrity"}); r < 50 {
+	if r := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second", map[string]string{"policy": "hot", "identity_hash": engine.IdentityHash("celebrity")}); r < 50 {
 		t.Errorf("hot identity gauge %v for celebrity, want its rate (at least the 50/s that makes it hot)", r)
 	}
+	// The identity is often a credential: no label of any series may carry it.
+	sum := sha256.Sum256([]byte("celebrity"))
+	if got, want := engine.IdentityHash("celebrity"), hex.EncodeToString(sum[:8]); got != want {
+		t.Errorf("identity hash %q, want %q", got, want)
+	}
+	labelsNever(t, rig.Reg, "celebrity")
 	// Many hot identities: the list stays bounded.
 	for i := range 3 * engine.HotTopN {
 		for range 20 {
 			rig.Engine.Decide(t.Context(), "test", e, engine.Check{Identity: fmt.Sprintf("tenant-%d", i), HasIdentity: true, Cost: 1})
 		}
 	}
+	labelsNever(t, rig.Reg, "tenant-")
 	if n := seriesOf(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second"); n != engine.HotTopN {
 		t.Errorf("%d hot identity series with %d hot identities, want the top %d", n, 3*engine.HotTopN+1, engine.HotTopN)
 	}
 }
 
 // seriesOf counts the series of name in reg.
+// labelsNever fails the test when any label value of any series in reg contains s.
+func labelsNever(t *testing.T, reg *prometheus.Registry, s string) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), s) {
+					t.Errorf("%s{%s=%q}: the metrics expose the identity", f.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
 func seriesOf(t *testing.T, reg *prometheus.Registry, name string) int {
 	t.Helper()
 	mfs, err := reg.Gather()
