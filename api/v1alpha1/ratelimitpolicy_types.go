@@ -85,6 +85,10 @@ type RateLimitPolicySpec struct {
 	// Use it to observe a new policy before enforcing it.
 	// +optional
 	Shadow bool `json:"shadow,omitempty"`
+
+	// hotKeys tunes how sidecars treat identities hot enough to load one Redis node.
+	// +optional
+	HotKeys *HotKeys `json:"hotKeys,omitempty"`
 }
 
 // RateLimitPolicyStatus is the observed state of a RateLimitPolicy, written by the controller.

@@ -189,7 +189,7 @@ func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
 
 // ensureOn loads every script missing on one node and verifies them all.
 func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
-	scripts := limiter.Scripts()
+	scripts := limiter.AllScripts()
 	shas := make([]string, len(scripts))
 	for i, s := range scripts {
 		shas[i] = s.SHA

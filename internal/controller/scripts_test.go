@@ -98,7 +98,7 @@ func expectChanged(t *testing.T, ch <-chan event.GenericEvent, what string) {
 func waitLoaded(t *testing.T, rdb *redis.Client) {
 	t.Helper()
 	var shas []string
-	for _, s := range limiter.Scripts() {
+	for _, s := range limiter.AllScripts() {
 		shas = append(shas, s.SHA)
 	}
 	if err := wait.Poll(10*time.Second, 20*time.Millisecond, func() error {

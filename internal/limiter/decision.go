@@ -13,6 +13,9 @@ const (
 	SourceRedis Source = "Redis"
 	// SourceDenyCache is a denial answered locally: Redis said no until a known time.
 	SourceDenyCache Source = "DenyCache"
+	// SourceLease is an admission answered locally from a lease: units debited in Redis
+	// ahead, by one script call, for a hot identity (the local tier).
+	SourceLease Source = "Lease"
 	// SourceFailOpen admitted without Redis (FailOpen).
 	SourceFailOpen Source = "FailOpen"
 	// SourceFailClosed denied without Redis (FailClosed).
@@ -42,8 +45,8 @@ type Decision struct {
 	DeniedBy string
 	// Replayed is true when an idempotency key had been seen: the first decision, no debit.
 	Replayed bool
-	// Source says who decided; anything but SourceRedis and SourceDenyCache means Redis
-	// could not be asked.
+	// Source says who decided; anything but SourceRedis, SourceDenyCache and SourceLease
+	// means Redis could not be asked.
 	Source Source
 	// Err is the Redis error behind a decision made without Redis.
 	Err error
@@ -51,7 +54,7 @@ type Decision struct {
 
 // WithoutRedis reports whether Redis could not be asked and a failure mode decided.
 func (d Decision) WithoutRedis() bool {
-	return d.Source != SourceRedis && d.Source != SourceDenyCache
+	return d.Source != SourceRedis && d.Source != SourceDenyCache && d.Source != SourceLease
 }
 
 // Integer replies: a fresh admission whose figures fit answers with one integer,

@@ -31,8 +31,11 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit waits before probing Redis in the
 	// background (PING). Default 250ms, doubling on failed probes up to 5s.
 	BreakerCooldown time.Duration
-	// Now is the clock for local decisions (deny cache, local cap, breaker). Default time.Now.
+	// Now is the clock for local decisions (deny cache, local cap, breaker, leases).
+	// Default time.Now.
 	Now func() time.Time
+	// Leases tune the local tier, used for policies with Spec.Leases.
+	Leases LeaseOptions
 }
 
 func (o *Options) defaults() {
@@ -79,6 +82,7 @@ type Limiter struct {
 	shards  *shards // per-primary breakers on Redis Cluster
 	batch   *batcher
 	denies  *denyCache
+	leases  *localTier
 	stats   errorStats
 	// socketDeadlines is true when the client cuts socket reads at the context deadline
 	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
@@ -98,11 +102,14 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	l.breaker = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second,
 		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	l.shards = newShards(rdb, opts)
+	var err error
 	if opts.DenyCacheSize > 0 {
-		var err error
 		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.Timeout); err != nil {
 			return nil, fmt.Errorf("deny cache: %w", err)
 		}
+	}
+	if l.leases, err = newLocalTier(opts.Leases, opts.Now()); err != nil {
+		return nil, err
 	}
 	if opts.Pipelining {
 		l.batch = newBatcher(rdb, opts.Workers, opts.MaxBatch, opts.Timeout)
@@ -135,10 +142,24 @@ func (l *Limiter) PipelineStats() (pipelines, checks uint64) {
 // the policy's failure mode decides and the Decision says so (Source, Err).
 func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	r.Cost = max(r.Cost, 1)
+	if p.shards != nil {
+		return l.checkSharded(ctx, p, r)
+	}
+	return l.checkOne(ctx, p, r)
+}
+
+// checkOne is Check of a policy that is not sharded (or one shard of one).
+func (l *Limiter) checkOne(ctx context.Context, p *Policy, r Request) Decision {
 	idempotent := p.idempotent(r)
 	now := l.opts.Now()
 	if l.denies != nil && !idempotent {
 		if d, ok := l.denies.get(p, r.Identity, r.Cost, now); ok {
+			return d
+		}
+	}
+	// An idempotent check always asks Redis: its id must be recorded with its decision.
+	if p.Leases && !idempotent {
+		if d, ok := l.leases.check(ctx, l, p, r, now); ok {
 			return d
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
@@ -69,13 +70,26 @@ type Spec struct {
 	FailureMode FailureMode
 	// LocalCap is required when FailureMode is LocalCap.
 	LocalCap *LocalCapConfig
+	// Leases lets a Limiter serve this policy's hot identities from leases of units
+	// debited ahead (the local tier, see LeaseOptions).
+	Leases bool
+	// Shards spreads every identity's budget over this many shards on different hash tags
+	// (the global tier, for Fixed identities); 0 or 1: one.
+	Shards int
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
 // concurrent use.
 type Policy struct {
 	Spec
-	script   *Script
+	script *Script
+	// leaseScript takes and returns leases (the local tier).
+	leaseScript *Script
+	// shards are the parts of a sharded policy; nil when not sharded.
+	shards *shardSet
+	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
+	// policy starts with fresh leases.
+	serial   uint64
 	state    *keylayout.Template
 	idem     *keylayout.Template
 	ttlMS    string
@@ -90,6 +104,9 @@ type Policy struct {
 	horizon time.Duration
 }
 
+// policySerial numbers policies as they are built.
+var policySerial atomic.Uint64
+
 // MaxLimits is the most limits one policy may have.
 const MaxLimits = 8
 
@@ -99,7 +116,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	if err != nil {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
-	p := &Policy{Spec: c, script: s}
+	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], serial: policySerial.Add(1)}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
@@ -112,6 +129,9 @@ func NewPolicy(c Spec) (*Policy, error) {
 	}
 	if p.local, err = newLocalCap(c); err != nil {
 		errs.add("localCap", "%v", err)
+	}
+	if len(errs) == 0 {
+		errs = p.buildShards(c)
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -48,11 +48,11 @@ type Script struct {
 	shaArg, srcArg any
 }
 
-var scripts = mustLoadScripts()
+var scripts, leaseScripts = mustLoadScripts()
 
-func mustLoadScripts() map[Algorithm]*Script {
-	driver := mustRead("lua/driver.lua")
-	out := map[Algorithm]*Script{}
+func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
+	driver, leaseDriver := mustRead("lua/driver.lua"), mustRead("lua/lease.lua")
+	out, lease := map[Algorithm]*Script{}, map[Algorithm]*Script{}
 	for _, s := range []struct {
 		alg  Algorithm
 		name string
@@ -62,12 +62,28 @@ func mustLoadScripts() map[Algorithm]*Script {
 		{FixedWindow, "fixed_window"},
 		{GCRA, "gcra"},
 	} {
-		src := compose(mustRead("lua/"+s.name+".lua"), driver)
-		sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
-		sha := hex.EncodeToString(sum[:])
-		out[s.alg] = &Script{Name: s.name, Algorithm: s.alg, Source: src, SHA: sha, shaArg: sha, srcArg: src}
+		alg := mustRead("lua/" + s.name + ".lua")
+		out[s.alg] = newScript(s.name, s.alg, compose(alg, driver))
+		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLease(alg, leaseDriver))
 	}
-	return out
+	return out, lease
+}
+
+func newScript(name string, alg Algorithm, src string) *Script {
+	sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
+	sha := hex.EncodeToString(sum[:])
+	return &Script{Name: name, Algorithm: alg, Source: src, SHA: sha, shaArg: sha, srcArg: src}
+}
+
+// composeLease builds an algorithm's lease script: lease.lua with the algorithm's loop body
+// (after "-- @body") inlined at its "-- @check" marker.
+func composeLease(algorithm, driver string) string {
+	_, body, ok := strings.Cut(algorithm, "-- @body")
+	if !ok || strings.Count(driver, "-- @check") != 1 {
+		panic("limiter lease scripts: want a -- @body marker in the algorithm and one -- @check in lease.lua")
+	}
+	_, body, _ = strings.Cut(body, "\n")
+	return strings.Replace(driver, "-- @check", strings.TrimRight(body, "\n"), 1)
 }
 
 // compose builds a script: the algorithm file's header (its protocol comment), then the
@@ -107,10 +123,18 @@ func ScriptFor(a Algorithm) (*Script, error) {
 	return s, nil
 }
 
-// Scripts returns every script, sorted by name, e.g. for preloading with SCRIPT LOAD.
-func Scripts() []*Script {
-	out := make([]*Script, 0, len(scripts))
-	for _, s := range scripts {
+// Scripts returns every algorithm's check script, sorted by name.
+func Scripts() []*Script { return sorted(scripts) }
+
+// LeaseScripts returns every algorithm's lease script (the local tier), sorted by name.
+func LeaseScripts() []*Script { return sorted(leaseScripts) }
+
+// AllScripts is Scripts and LeaseScripts, for preloading with SCRIPT LOAD.
+func AllScripts() []*Script { return append(Scripts(), LeaseScripts()...) }
+
+func sorted(m map[Algorithm]*Script) []*Script {
+	out := make([]*Script, 0, len(m))
+	for _, s := range m {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

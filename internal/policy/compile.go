@@ -43,6 +43,7 @@ func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.Erro
 func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	errs := checkSpec(&p.Spec)
 	errs = append(errs, r.checkScope(&p.Spec)...)
+	errs = append(errs, checkShards(&p.Spec)...)
 	entry := Entry(p)
 	c := entry.Config(p.Namespace)
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short

@@ -57,6 +57,24 @@ func sliding(p *v1alpha1.RateLimitPolicy) {
 }
 
 var rejectCases = []rejectCase{
+	// Sharded global limits: Fixed identities, ${identity} in the tag, a share per shard.
+	{name: "shards on a per-caller identity",
+		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](3)} },
+		field:  "spec.hotKeys.shards", msgs: []string{"every identity source must be Fixed"}},
+	{name: "shards with a tag without ${identity}",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			fixedOnly(p)
+			p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](3)}
+			layout(p, "{rl:${namespace}/${policy}}:${identity}:${limit}", "", 0)
+		},
+		field: "spec.hotKeys.shards", msgs: []string{"hash tag must contain ${identity}"}},
+	{name: "more shards than requests",
+		mutate: func(p *v1alpha1.RateLimitPolicy) {
+			fixedOnly(p)
+			p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](16)}
+			p.Spec.Limits = []v1alpha1.Limit{limit("tiny", 10, time.Second, 0)}
+		},
+		field: "spec.limits[0].requests", msgs: []string{"16 shards need at least 16 requests"}},
 	// One Cluster slot per call: every key shares one non-empty hash tag.
 	{name: "idempotency key on another hash tag than the state key",
 		mutate: func(p *v1alpha1.RateLimitPolicy) { idempotent(p); layout(p, "", otherTagIdem, 0) },
@@ -422,6 +440,12 @@ type acceptCase struct {
 
 var acceptCases = []acceptCase{
 	{"base", func(*v1alpha1.RateLimitPolicy) {}},
+	{"leases On", func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} }},
+	{"leases Off", func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
+	{"global limit over 3 shards with leases", func(p *v1alpha1.RateLimitPolicy) {
+		fixedOnly(p)
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn, Shards: ptr.To[int32](3)}
+	}},
 	{"identity ending the key", func(p *v1alpha1.RateLimitPolicy) {
 		layout(p, "{rl:${namespace}/${policy}}:${limit}:${identity}", "", 0)
 	}},
@@ -573,6 +597,12 @@ func directConfig(p *v1alpha1.RateLimitPolicy) limiter.Spec {
 		FailureMode: limiter.FailureMode(s.FailureMode), StateKey: s.KeyLayout.State, TTL: s.KeyLayout.TTL.Duration}
 	if c.FailureMode == "" {
 		c.FailureMode = limiter.FailOpen
+	}
+	if hk := s.HotKeys; hk != nil {
+		c.Leases = hk.Leases == v1alpha1.LeaseModeOn
+		if hk.Shards != nil && *hk.Shards > 1 {
+			c.Shards = int(*hk.Shards)
+		}
 	}
 	for _, l := range s.Limits {
 		ll := limiter.Limit{Name: l.Name, Requests: l.Requests, Period: l.Period.Duration}

@@ -15,6 +15,7 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 		Name: p.Name, Match: s.Match, Identity: s.Identity, Algorithm: string(s.Algorithm),
 		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}
+	out.Leases, out.Shards = hotKeys(s.HotKeys)
 	if out.FailureMode == "" {
 		out.FailureMode = string(limiter.FailOpen)
 	}
@@ -55,4 +56,16 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 			MaxIdentities: lc.MaxIdentities}
 	}
 	return out
+}
+
+// hotKeys is the snapshot's view of spec.hotKeys: leases on, and the shard count (0: one
+// key).
+func hotKeys(hk *v1alpha1.HotKeys) (leases bool, shards int32) {
+	if hk == nil {
+		return false, 0
+	}
+	if hk.Shards != nil && *hk.Shards > 1 {
+		shards = *hk.Shards
+	}
+	return hk.Leases == v1alpha1.LeaseModeOn, shards
 }

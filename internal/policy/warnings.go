@@ -19,6 +19,8 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	w = append(w, hotSlotWarning(p)...)
 	w = append(w, failOpenWarning(p)...)
 	w = append(w, skipWarning(p)...)
+	w = append(w, leaseWarning(p)...)
+	w = append(w, shardWarning(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
 	}
@@ -83,7 +85,18 @@ func changeWarnings(old, p *v1alpha1.RateLimitPolicy) []string {
 		w = append(w, fmt.Sprintf("spec.keyLayout: changing the state key from %q to %q orphans the live counters: every caller starts with a full quota, and the old keys linger until their TTL",
 			layout(old), layout(p)))
 	}
+	if a, b := shardsOf(old), shardsOf(p); a != b {
+		w = append(w, fmt.Sprintf("spec.hotKeys.shards: changing %d to %d moves the budget to other keys: every caller starts with a full quota for the current window, and the old keys linger until their TTL", a, b))
+	}
 	return w
+}
+
+// shardsOf is the shard count of p, 1 when not sharded.
+func shardsOf(p *v1alpha1.RateLimitPolicy) int32 {
+	if hk := p.Spec.HotKeys; hk != nil && hk.Shards != nil && *hk.Shards > 1 {
+		return *hk.Shards
+	}
+	return 1
 }
 
 func layout(p *v1alpha1.RateLimitPolicy) string {
@@ -107,4 +120,27 @@ func skipWarning(p *v1alpha1.RateLimitPolicy) []string {
 		}
 	}
 	return []string{"spec.identity.onMissing: Skip admits every request for which no source yields an identity without counting it: a client escapes this limit by leaving its identity out (no header, a malformed token); use Shared (one budget for all of them) or Reject, unless a hop in front guarantees the identity"}
+}
+
+// leaseWarning: leases trade exact remaining counts and units held by sidecars for fewer
+// Redis calls; the operator should know what they opt into.
+func leaseWarning(p *v1alpha1.RateLimitPolicy) []string {
+	if p.Spec.HotKeys == nil || p.Spec.HotKeys.Leases != v1alpha1.LeaseModeOn {
+		return nil
+	}
+	w := "spec.hotKeys.leases: On lets each sidecar hold units of a hot identity debited ahead: never more than the limits is admitted, but units a sidecar holds unspent are unavailable to other sidecars until returned or expired (under-admission), and leased decisions report the lease's remaining units, not the identity's"
+	if p.Spec.Algorithm == v1alpha1.AlgorithmTokenBucket || p.Spec.Algorithm == v1alpha1.AlgorithmGCRA {
+		w += "; with " + string(p.Spec.Algorithm) + " a leased unit must be spent before the time slot it stands for, so leases pay off only for identities using a fair share of their rate"
+	}
+	return []string{w}
+}
+
+// shardWarning: a sharded global limit answers a denial only after asking every shard.
+func shardWarning(p *v1alpha1.RateLimitPolicy) []string {
+	n := shardsOf(p)
+	if n == 1 {
+		return nil
+	}
+	return []string{fmt.Sprintf("spec.hotKeys.shards: %d shards each hold a share of every limit; a request is denied only after every shard denied it, so a denial costs up to %d script calls (the sidecar's deny cache answers repeats locally), and admitted requests report their shard's remaining units",
+		n, n)}
 }

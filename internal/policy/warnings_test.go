@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 )
@@ -53,6 +55,23 @@ var warningCases = []warningCase{
 	{name: "custom tag with ${identity}", mutate: func(p *v1alpha1.RateLimitPolicy) {
 		layout(p, "{rl:${namespace}/t:${identity}}:${limit}", "", 0)
 	}},
+
+	// Leases: admitted, told of the under-admission and the remaining they report.
+	{name: "leases On", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} },
+		want: [][]string{{"spec.hotKeys.leases: On", "never more than the limits", "under-admission"}}},
+	{name: "leases On with GCRA", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
+	}, want: [][]string{{"spec.hotKeys.leases: On", "with GCRA a leased unit must be spent before the time slot"}}},
+	{name: "global limit over 3 shards", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		fixedIdentity(p)
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](3)}
+	}, want: [][]string{{"spec.hotKeys.shards: 3 shards", "denied only after every shard denied it", "up to 3 script calls"}}},
+	{name: "shards changed", old: func(p *v1alpha1.RateLimitPolicy) { fixedIdentity(p) }, mutate: func(p *v1alpha1.RateLimitPolicy) {
+		fixedIdentity(p)
+		p.Spec.HotKeys = &v1alpha1.HotKeys{Shards: ptr.To[int32](2)}
+	}, want: [][]string{{"spec.hotKeys.shards: 2 shards"}, {"spec.hotKeys.shards: changing 1 to 2 moves the budget to other keys", "full quota"}}},
+	{name: "leases Off", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
 
 	// onMissing Skip: leaving the identity out escapes the limit.
 	{name: "onMissing Skip", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Identity.OnMissing = v1alpha1.MissingIdentitySkip },

@@ -42,6 +42,10 @@ type Entry struct {
 	LocalCap *LocalCap `json:"localCap,omitempty"`
 	// Shadow admits everything and only reports.
 	Shadow bool `json:"shadow,omitempty"`
+	// Leases lets the sidecars serve hot identities from leases (hotKeys.leases On).
+	Leases bool `json:"leases,omitempty"`
+	// Shards spreads a global limit over this many shards (hotKeys.shards); 0 or 1: one.
+	Shards int32 `json:"shards,omitempty"`
 }
 
 // Limit is one rate.
@@ -95,7 +99,7 @@ func (p Entry) Config(namespace string) limiter.Spec {
 	c := limiter.Spec{
 		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
 		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
-		FailureMode: limiter.FailureMode(p.FailureMode),
+		FailureMode: limiter.FailureMode(p.FailureMode), Leases: p.Leases, Shards: int(p.Shards),
 	}
 	for _, l := range p.Limits {
 		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})

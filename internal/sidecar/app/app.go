@@ -105,12 +105,17 @@ func (a *App) serve(ctx context.Context, srv *servers, fronts []Front) error {
 	}
 	if rdb != nil {
 		defer func() { _ = rdb.Close() }() // shutting down; nothing to do about a close error
-		lim, err := limiter.New(rdb, a.cfg.Limiter)
+		opts := a.cfg.Limiter
+		if opts.Leases.OnLease == nil {
+			opts.Leases.OnLease = a.Engine.Metrics.LeaseTaken
+		}
+		lim, err := limiter.New(rdb, opts)
 		if err != nil {
 			srv.stop(context.Background())
 			return fmt.Errorf("limiter: %w", err)
 		}
 		defer lim.Close()
+		defer a.returnLeases(lim)
 		a.Engine.SetLimiter(lim)
 		a.health.SetPing(func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	}
@@ -120,6 +125,16 @@ func (a *App) serve(ctx context.Context, srv *servers, fronts []Front) error {
 	time.Sleep(a.cfg.DrainDelay)
 	srv.stop(context.Background())
 	return nil
+}
+
+// returnLeases gives back what the limiter's leases hold unspent as the sidecar stops, so a
+// rollout does not strand units until their windows end.
+func (a *App) returnLeases(lim *limiter.Limiter) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := lim.ReturnLeases(ctx); err != nil {
+		a.cfg.Log.Error(err, "returning leases")
+	}
 }
 
 // pprofTimeout is the least read and write timeout of the admin listener with pprof: a CPU

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +19,8 @@ type Metrics struct {
 	redisErrors   *prometheus.CounterVec
 	withoutRedis  *prometheus.CounterVec
 	denyCacheHits *prometheus.CounterVec
+	leaseUnits    *prometheus.HistogramVec
+	leaseReturned *prometheus.CounterVec
 	snapshotInfo  *prometheus.GaugeVec
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
@@ -42,6 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"failure_mode", "result"}),
 		denyCacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_deny_cache_hits_total",
 			Help: "Denials answered by the local deny cache without asking Redis, by policy."}, []string{"policy"}),
+		leaseUnits: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_sidecar_lease_units",
+			Help:    "Units granted per lease call for a hot identity (0: refused, too little left), by policy; the count is the lease calls to Redis.",
+			Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}}, []string{"policy"}),
+		leaseReturned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_lease_returned_units_total",
+			Help: "Leased units returned to Redis unspent, by policy."}, []string{"policy"}),
 		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
 			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
 		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
@@ -53,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_policies_refused",
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
-	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits,
+	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -62,7 +72,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Checks the limiter sent to Redis in pipelines."},
 			m.pipelineStat(func(_, checks uint64) uint64 { return checks })))
 	m.registerErrorKinds(reg)
+	reg.MustRegister(hotIdentities{m: m, desc: prometheus.NewDesc("ratelimit_sidecar_hot_identity_checks_per_second",
+		fmt.Sprintf("The %d hottest identities this sidecar serves from leases (seen within the last second), by policy and identity_hash (the first 16 hex digits of the SHA-256 of the identity as encoded in Redis keys; never the identity, which is often a credential): a bounded top list, whatever the number of identities.", HotTopN),
+		[]string{"policy", "identity_hash"}, nil)})
 	return m
+}
+
+// IdentityHash is how metrics name an identity (as encoded in Redis keys): the first 16 hex
+// digits of its SHA-256. Metrics outlive the request and reach people who must not see
+// credentials, and an identity is often one (an API key, a bearer token's claim), so it is
+// never exported as is; an operator who suspects an identity hashes it to compare
+// (printf %s "$identity" | sha256sum | cut -c1-16), or finds its keys in Redis.
+func IdentityHash(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return hex.EncodeToString(sum[:8])
+}
+
+// HotTopN is how many hot identities ratelimit_sidecar_hot_identity_checks_per_second lists.
+const HotTopN = 10
+
+// hotIdentities exports the limiter's hottest leased identities, fresh at every scrape: an
+// identity that cools down leaves the list, so the series stay at most HotTopN.
+type hotIdentities struct {
+	m    *Metrics
+	desc *prometheus.Desc
+}
+
+// Describe sends the one descriptor.
+func (h hotIdentities) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+// Collect sends the current top list.
+func (h hotIdentities) Collect(ch chan<- prometheus.Metric) {
+	e := h.m.pipelined.Load()
+	if e == nil || e.limiter() == nil {
+		return
+	}
+	for _, hi := range e.limiter().HotIdentities(HotTopN) {
+		ch <- prometheus.MustNewConstMetric(h.desc, prometheus.GaugeValue, hi.Rate, hi.Policy, IdentityHash(hi.Identity))
+	}
 }
 
 // errorKinds are the labels of ratelimit_sidecar_redis_check_errors_total and where each
@@ -135,6 +182,22 @@ func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
 	case d.WithoutRedis():
 		m.redisErrors.WithLabelValues(o.Rule.Name()).Inc()
 		m.withoutRedis.WithLabelValues(o.Rule.Spec.FailureMode, o.Result()).Inc()
+	}
+}
+
+// LeaseTaken records one lease call (limiter.LeaseOptions.OnLease): the units granted and
+// those returned from the previous lease. Labelled by policy only: identities are
+// unbounded; ratelimit_sidecar_decisions_total{source="Lease"} against source="Redis"
+// shows how much of a policy's traffic leases serve.
+func (m *Metrics) LeaseTaken(p *limiter.Policy, granted, returned int64) {
+	if m == nil {
+		return
+	}
+	if granted > 0 || returned == 0 {
+		m.leaseUnits.WithLabelValues(p.Name).Observe(float64(granted))
+	}
+	if returned > 0 {
+		m.leaseReturned.WithLabelValues(p.Name).Add(float64(returned))
 	}
 }
 

@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +150,80 @@ func TestDecisionLimitLabel(t *testing.T) {
 	if got := value(map[string]string{"source": "FailOpen", "limit": ""}); got != 1 {
 		t.Errorf(`decisions{source="FailOpen",limit=""} = %v, want 1`, got)
 	}
+}
+
+// TestLeaseMetrics: a hot identity of a policy with leases is answered from leases, and the
+// metrics say so per policy: decisions by source Lease beside Redis, and the lease calls.
+func TestLeaseMetrics(t *testing.T) {
+	leases := func(s *v1alpha1.RateLimitPolicySpec) { s.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} }
+	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("hot", 1000000, leases))
+	e := rig.Store.Current().Rule("hot")
+	for i := range 200 {
+		c := engine.Check{Identity: "celebrity", HasIdentity: true, Cost: 1}
+		if o := rig.Engine.Decide(t.Context(), "test", e, c); !o.Allowed || o.Decision.WithoutRedis() {
+			t.Fatalf("check %d: %+v, want admitted", i, o.Decision)
+		}
+	}
+	leased := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_decisions_total", map[string]string{"policy": "hot", "source": "Lease"})
+	byRedis := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_decisions_total", map[string]string{"policy": "hot", "source": "Redis"})
+	calls := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_lease_units", map[string]string{"policy": "hot"})
+	t.Logf("%v leased, %v by Redis, %v lease calls", leased, byRedis, calls)
+	if leased < 100 || calls < 1 || calls > leased {
+		t.Errorf("%v decisions from leases in %v lease calls (%v by Redis); want most of 200 from a few leases", leased, calls, byRedis)
+	}
+	if n := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_redis_errors_total", nil); n != 0 {
+		t.Errorf("%v leased decisions counted as Redis errors", n)
+	}
+	if r := sidecartest.MetricValue(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second", map[string]string{"policy": "hot", "identity_hash": engine.IdentityHash("celebrity")}); r < 50 {
+		t.Errorf("hot identity gauge %v for celebrity, want its rate (at least the 50/s that makes it hot)", r)
+	}
+	// The identity is often a credential: no label of any series may carry it.
+	sum := sha256.Sum256([]byte("celebrity"))
+	if got, want := engine.IdentityHash("celebrity"), hex.EncodeToString(sum[:8]); got != want {
+		t.Errorf("identity hash %q, want %q", got, want)
+	}
+	labelsNever(t, rig.Reg, "celebrity")
+	// Many hot identities: the list stays bounded.
+	for i := range 3 * engine.HotTopN {
+		for range 20 {
+			rig.Engine.Decide(t.Context(), "test", e, engine.Check{Identity: fmt.Sprintf("tenant-%d", i), HasIdentity: true, Cost: 1})
+		}
+	}
+	labelsNever(t, rig.Reg, "tenant-")
+	if n := seriesOf(t, rig.Reg, "ratelimit_sidecar_hot_identity_checks_per_second"); n != engine.HotTopN {
+		t.Errorf("%d hot identity series with %d hot identities, want the top %d", n, 3*engine.HotTopN+1, engine.HotTopN)
+	}
+}
+
+// seriesOf counts the series of name in reg.
+// labelsNever fails the test when any label value of any series in reg contains s.
+func labelsNever(t *testing.T, reg *prometheus.Registry, s string) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), s) {
+					t.Errorf("%s{%s=%q}: the metrics expose the identity", f.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+func seriesOf(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
 }

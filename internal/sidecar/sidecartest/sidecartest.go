@@ -146,13 +146,16 @@ func StartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limite
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second // a loaded CI machine must not turn semantics into failure modes
 	}
+	reg := prometheus.NewRegistry()
+	m := engine.NewMetrics(reg)
+	if opts.Leases.OnLease == nil {
+		opts.Leases.OnLease = m.LeaseTaken // as the sidecar wires it
+	}
 	lim, err := limiter.New(rdb, opts)
 	if err != nil {
 		t.Fatalf("limiter: %v", err)
 	}
 	t.Cleanup(lim.Close)
-	reg := prometheus.NewRegistry()
-	m := engine.NewMetrics(reg)
 	store := &engine.Store{Namespace: Namespace, Metrics: m}
 	if err := store.Load(Doc(t, policies...), "test"); err != nil {
 		t.Fatal(err)
@@ -175,7 +178,8 @@ func ClosedAddr(t testing.TB) string {
 	return addr
 }
 
-// MetricValue sums the series of a counter or gauge whose labels include want.
+// MetricValue sums the series of a counter or gauge whose labels include want; for a
+// histogram, its sample counts.
 func MetricValue(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -189,7 +193,7 @@ func MetricValue(t testing.TB, reg *prometheus.Registry, name string, want map[s
 		}
 		for _, m := range mf.GetMetric() {
 			if hasLabels(m.GetLabel(), want) {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}

@@ -51,6 +51,7 @@ type config struct {
 	overCallers   int
 	cluster       string
 	controller    bool
+	hotKeys       bool
 	gateways      bool
 	envtestPkg    string
 	updateDoc     string
@@ -60,10 +61,13 @@ type config struct {
 func defaultConfig() config {
 	return config{duration: 2 * time.Second, reps: 3, callers: 64, wideCallers: 256, identities: 10000, benchCalls: 150000,
 		conns: 2, client: string(rls.Lean), streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
-		cluster: "1,2,3", controller: true, gateways: true, envtestPkg: "./test/integration/controller/"}
+		cluster: "1,2,3", controller: true, hotKeys: true, gateways: true, envtestPkg: "./test/integration/controller/"}
 }
 
 func main() {
+	if runHotWorker() { // re-run as one sidecar of the hot-key section
+		return
+	}
 	c := defaultConfig()
 	flag.DurationVar(&c.duration, "duration", c.duration, "length of one throughput run (each cell is the median of -reps runs)")
 	flag.IntVar(&c.reps, "reps", c.reps, "runs per cell; the table shows the median")
@@ -80,6 +84,7 @@ func main() {
 	flag.IntVar(&c.overClients, "overadmit-clients", c.overClients, "separate Redis clients (and limiters) in the over-admission check")
 	flag.IntVar(&c.overCallers, "overadmit-callers", c.overCallers, "goroutines in the over-admission check, spread over the clients")
 	flag.StringVar(&c.cluster, "cluster", c.cluster, "Redis Cluster primaries to measure, comma-separated; empty skips the section")
+	flag.BoolVar(&c.hotKeys, "hotkeys", c.hotKeys, "measure the hot-key section: one hot identity through two limiters with leases off and on, over-admission with leases, cold identities")
 	flag.BoolVar(&c.controller, "controller", c.controller, "run BenchmarkBulkApply (needs KUBEBUILDER_ASSETS; `make bench` sets it)")
 	flag.BoolVar(&c.gateways, "gateways", c.gateways, "measure forward auth through real Caddy and nginx against the direct upstream (needs `make proxies`)")
 	flag.StringVar(&c.envtestPkg, "envtest-pkg", c.envtestPkg, "package holding BenchmarkBulkApply, relative to the working directory")

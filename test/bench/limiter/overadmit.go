@@ -24,6 +24,7 @@ type overResult struct {
 	limit    int // L
 	attempts int // checks per run
 	admitted int // the most any run admitted
+	fewest   int // the fewest any run admitted (set by the lease check: L - fewest is its under-admission)
 	runs     int
 }
 

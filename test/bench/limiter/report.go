@@ -34,6 +34,21 @@ func (r *row) ceiling() benchredis.Ceiling {
 
 // overAdmitted names the scripts that admitted more than their limit.
 func (rep *report) overAdmitted() []string {
+	names := rep.overAdmittedRows()
+	for _, h := range rep.hot {
+		if h.over.excess() > 0 {
+			names = append(names, fmt.Sprintf("%s with leases (+%d)", h.alg, h.over.excess()))
+		}
+	}
+	for _, s := range rep.shards {
+		if s.admitted > s.limit {
+			names = append(names, fmt.Sprintf("global limit, %s (+%d)", s.name, s.admitted-s.limit))
+		}
+	}
+	return names
+}
+
+func (rep *report) overAdmittedRows() []string {
 	var names []string
 	for _, r := range rep.rows {
 		if r.over.runs > 0 && r.over.excess() > 0 {
@@ -53,6 +68,7 @@ func printReport(w io.Writer, c config, rep *report) {
 	printGateways(p, c, rep)
 	printController(p, rep.controller)
 	printCluster(p, c, rep)
+	printHotKeys(p, c, rep)
 }
 
 func printHeader(p func(string, ...any), c config, rep *report) {

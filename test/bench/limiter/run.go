@@ -31,6 +31,11 @@ type report struct {
 	gatewayErr error
 	cluster    []clusterRow
 	clusterErr error
+	hot        []*hotRow
+	cold       coldResult
+	hotErr     error
+	shards     []shardRow
+	shardErr   error
 	loadEnd    string
 	elapsed    time.Duration
 }
@@ -87,6 +92,10 @@ func run(ctx context.Context, c config) (*report, error) {
 	if primaries, _ := parsePrimaries(c.cluster); len(primaries) > 0 {
 		rep.cluster, rep.clusterErr = measureCluster(ctx, c, primaries)
 		errs = append(errs, rep.clusterErr)
+	}
+	if c.hotKeys {
+		rep.shards, rep.shardErr = measureShards(ctx, c)
+		errs = append(errs, rep.shardErr)
 	}
 	if c.gateways {
 		progress("forward auth through Caddy and nginx")
@@ -145,7 +154,10 @@ func measureStandalone(ctx context.Context, c config, rep *report) (err error) {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 	}
-	return nil
+	if c.hotKeys {
+		rep.hot, rep.cold, rep.hotErr = measureHotKeys(ctx, c, srv, rdb)
+	}
+	return rep.hotErr
 }
 
 // measureRun adds one run of every throughput cell of r: the redis-benchmark ceiling (and

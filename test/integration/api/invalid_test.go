@@ -133,6 +133,12 @@ var invalidCases = []invalidCase{
 		"spec.keyLayout.ttl", "ttl must be at least 1ms"},
 	{"envoy match without domain", setTo("spec.match.envoy", map[string]any{"descriptors": []any{}}),
 		"spec.match.envoy.domain", "Required value"},
+	{"unknown lease mode", setTo("spec.hotKeys", map[string]any{"leases": "Sometimes"}),
+		"spec.hotKeys.leases", "Unsupported value"},
+	{"zero shards", setTo("spec.hotKeys", map[string]any{"shards": 0}),
+		"spec.hotKeys.shards", "greater than or equal to 1"},
+	{"too many shards", setTo("spec.hotKeys", map[string]any{"shards": 17}),
+		"spec.hotKeys.shards", "less than or equal to 16"},
 }
 
 // TestInvalidPoliciesRejected proves each broken policy is refused by the CRD's OpenAPI schema

@@ -61,6 +61,7 @@ func TestServerDefaults(t *testing.T) {
 	})
 	set(t, obj.Object, "spec.cost", map[string]any{})
 	set(t, obj.Object, "spec.idempotency", map[string]any{"ttl": "10m"})
+	set(t, obj.Object, "spec.hotKeys", map[string]any{})
 	if err := e.Client.Create(context.Background(), obj); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -80,6 +81,7 @@ func TestServerDefaults(t *testing.T) {
 		{"spec.identity.sources[1].jwtClaim.header", s.Identity.Sources[1].JWTClaim.Header, "Authorization"},
 		{"spec.cost.default", s.Cost.Default, int64(1)},
 		{"spec.idempotency.header", s.Idempotency.Header, "Idempotency-Key"},
+		{"spec.hotKeys.leases", s.HotKeys.Leases, policyv1alpha1.LeaseModeOff},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

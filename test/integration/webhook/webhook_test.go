@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -219,6 +220,34 @@ func TestWarningsReachClient(t *testing.T) {
 	crossTag(bad)
 	assertCause(t, c.Create(context.Background(), bad), "spec.keyLayout.idempotency", "one Cluster slot")
 	kube.AssertWarning(t, warnings.Take(), `FailOpen admits every request to "/login"`)
+}
+
+// TestHotKeysThroughWebhook: turning leases on draws the warning that names the trade-off;
+// shards on a per-caller identity are refused with the rule's message; a sharded global
+// limit (Fixed identity) is admitted with its warning.
+func TestHotKeysThroughWebhook(t *testing.T) {
+	e := suite.Env(t)
+	ns := kube.NewNamespace(t, e, "wh-")
+	c, warnings := kube.NewWarningClient(t, e)
+
+	leased := basePolicy(ns, "leased")
+	leased.Spec.HotKeys = &policyv1alpha1.HotKeys{Leases: policyv1alpha1.LeaseModeOn}
+	if err := c.Create(context.Background(), leased); err != nil {
+		t.Fatalf("create with leases: %v", err)
+	}
+	kube.AssertWarning(t, warnings.Take(), "spec.hotKeys.leases: On", "under-admission")
+
+	perCaller := basePolicy(ns, "per-caller-shards")
+	perCaller.Spec.HotKeys = &policyv1alpha1.HotKeys{Shards: ptr.To[int32](3)}
+	assertCause(t, c.Create(context.Background(), perCaller), "spec.hotKeys.shards", "every identity source must be Fixed")
+
+	global := basePolicy(ns, "global")
+	global.Spec.Identity.Sources = []policyv1alpha1.IdentitySource{{Type: policyv1alpha1.IdentityFixed, Fixed: &policyv1alpha1.FixedSource{Value: "all"}}}
+	global.Spec.HotKeys = &policyv1alpha1.HotKeys{Shards: ptr.To[int32](3)}
+	if err := c.Create(context.Background(), global); err != nil {
+		t.Fatalf("create a sharded global limit: %v", err)
+	}
+	kube.AssertWarning(t, warnings.Take(), "spec.hotKeys.shards: 3 shards")
 }
 
 // TestDefaultsStored: the mutating webhook's layout and TTL are stored, and what the user set

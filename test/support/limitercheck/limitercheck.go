@@ -1,8 +1,9 @@
 // Package limitercheck makes the limiter checks a sidecar makes against a real Redis, for
 // the tests of what a Redis user, a TLS setting or a topology lets through: for every
 // algorithm an idempotent admission, its replay and the denial of the exhausted limit,
-// without and with pipelining, then the same after SCRIPT FLUSH (the EVAL fallback), then
-// the breaker's PING. Every decision must come from Redis.
+// without and with pipelining, a lease taken and returned, then the same after SCRIPT FLUSH
+// (the EVAL fallback), then the breaker's PING. Every decision must come from Redis (or a
+// lease it granted).
 package limitercheck
 
 import (
@@ -62,8 +63,33 @@ func Algorithm(ctx context.Context, l *limiter.Limiter, ns string, alg limiter.A
 	return nil
 }
 
-// All runs Algorithm on c for every algorithm, without and with pipelining, and returns
-// every failure.
+// Lease takes a lease (the local tier) for a fresh policy of ns with leases on, as a sidecar
+// does for a hot identity, and returns it: the lease script must run (HotRate 1 makes the
+// first check hot, and a Span of 1s asks for a lease of several units) and the check be
+// answered from the lease.
+func Lease(ctx context.Context, c redis.UniversalClient, ns string, alg limiter.Algorithm, mode limiter.FailureMode) error {
+	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Leases: limiter.LeaseOptions{HotRate: 1, Span: time.Second}})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: fmt.Sprintf("lease-%s-%d", strings.ToLower(string(alg)), seq.Add(1)),
+		Algorithm: alg, Limits: []limiter.Limit{{Name: "hour", Requests: 1000, Period: time.Hour}},
+		StateKey: DefaultTag + ":${limit}", TTL: 2 * time.Hour, FailureMode: mode, Leases: true})
+	if err != nil {
+		return fmt.Errorf("%s: NewPolicy: %w", alg, err)
+	}
+	if d := l.Check(ctx, p, limiter.Request{Identity: "hot-caller"}); d.Source != limiter.SourceLease || !d.Allowed {
+		return fmt.Errorf("%s: leased check decided by %s (allowed %v): %w", alg, d.Source, d.Allowed, d.Err)
+	}
+	if err := l.ReturnLeases(ctx); err != nil {
+		return fmt.Errorf("%s: %w", alg, err)
+	}
+	return nil
+}
+
+// All runs Algorithm on c for every algorithm, without and with pipelining, and Lease, and
+// returns every failure.
 func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode) []error {
 	var errs []error
 	for _, pipelining := range []bool{false, true} {
@@ -77,6 +103,11 @@ func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.F
 			}
 		}
 		l.Close()
+	}
+	for _, alg := range Algorithms {
+		if err := Lease(ctx, c, ns, alg, mode); err != nil {
+			errs = append(errs, fmt.Errorf("lease: %w", err))
+		}
 	}
 	return errs
 }

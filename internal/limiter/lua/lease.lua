@@ -1,0 +1,157 @@
+-- lease.lua: the local tier. Takes a lease of up to k units for one identity, debited from
+-- every limit at once exactly as one request of cost g (the granted units) would be, and
+-- first returns what the caller's previous lease left unspent. The Go side composes one
+-- script per algorithm: this driver with the algorithm's loop body (after its @body marker
+-- line) inlined at the @check marker below.
+--
+-- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag.
+-- KEYS[n+1]    the new lease's record (same tag): struct '<d' units leased, then '<ddd' per
+--              limit (mark, a, b): the window number (windows) or the Redis time of the
+--              lease's first cell (TokenBucket, GCRA), and the limit's two numbers. Written
+--              only when a lease is granted, expiring when the lease cannot matter any more.
+-- KEYS[n+2]    the previous lease's record, present only when ARGV[4] ~= "-1". A return
+--              needs it: after a restart that lost it, or its expiry, nothing is returned
+--              (units lost, never revived). It is consumed (set empty, expiring at once).
+-- ARGV[1]      k: units wanted (0: only return the previous lease).
+-- ARGV[2]      ttl in ms of the state keys written (>= the algorithm's horizon).
+-- ARGV[3]      the fewest units worth a lease; fewer grantable grants nothing.
+-- ARGV[4]      the index of the previous lease's first unspent unit (units are spent in
+--              order; the ones before it are spent or past); "-1": no previous lease.
+-- ARGV[5]      kind: "f" fixed window, "s" sliding window, "t" TokenBucket or GCRA.
+-- ARGV[6]      share: a lease takes at most floor(available / share) units, so that other
+--              sidecars keep the rest.
+-- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's script (requests, period in µs; or
+--              T in µs, burst).
+-- Reply        {granted, returned, left, off_1, ..., off_n} (only the first three when
+--              nothing is granted): left is what the tightest limit has left after the
+--              lease; off_i is, for windows, the µs until
+--              the window the lease was taken in ends (a unit is spent before it ends); for
+--              TokenBucket and GCRA the µs until the start of the lease's first cell of
+--              limit i: unit j may be spent only before off_i + j * T_i, so the tokens in
+--              the bucket plus the unspent leased ones never exceed the burst.
+-- Returning    windows: the count of the lease's window loses the unspent units, only while
+--              that window is still the current one (never below 0, never another window).
+--              TokenBucket, GCRA: the unspent cells still in the future leave the schedule:
+--              full-at / TAT moves back by their span, never before now.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, at most 2n + 2 SETs;
+--              no loops over data, no key names built here.
+local n = (#ARGV - 6) / 2
+local kind = ARGV[5]
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+-- MGET reads a key of another type as nil (fresh state, no record) instead of failing.
+local vals = redis.call('MGET', unpack(KEYS))
+
+-- Return the previous lease's unspent units.
+local returned = 0
+local rec = vals[n + 2]
+if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
+  redis.call('SET', KEYS[n + 2], '', 'PX', 1)
+  local leased = struct.unpack('<d', rec)
+  local next = math.min(math.max(tonumber(ARGV[4]) or leased, 0), leased)
+  for i = 1, n do
+    local mark, ra, rb = struct.unpack('<ddd', rec, 9 + 24 * (i - 1))
+    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
+    local v = vals[i]
+    -- The limit must be the one the lease was taken under (an edit changes a or b).
+    if ra == a and rb == b and v then
+      local m = leased - next
+      if kind == 'f' and #v == 16 then
+        local w, c = struct.unpack('<dd', v)
+        if w == mark and math.floor(now / b) == mark and m > 0 then
+          vals[i] = struct.pack('<dd', w, math.max(0, c - m))
+          redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
+          returned = math.max(returned, math.min(m, c))
+        end
+      elseif kind == 's' and #v == 24 then
+        local w, p, c = struct.unpack('<ddd', v)
+        if w == mark and math.floor(now / b) == mark and m > 0 then
+          vals[i] = struct.pack('<ddd', w, p, math.max(0, c - m))
+          redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
+          returned = math.max(returned, math.min(m, c))
+        end
+      elseif kind == 't' then
+        -- Only cells not yet started can leave: cell j starts at mark + j * a.
+        local past = math.ceil((now - mark) / a)
+        m = leased - math.max(next, past)
+        local tat = tonumber(v)
+        if m > 0 and tat and tat > now then
+          vals[i] = math.max(now, tat - m * a)
+          redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
+          returned = math.max(returned, m)
+        end
+      end
+    end
+  end
+end
+
+local want = tonumber(ARGV[1])
+if want < 1 then
+  return {0, returned, 0}
+end
+
+-- Take: pass 1 asks for want units; pass 2, if that is more than the share of what every
+-- limit has, asks for the share.
+local orig = {}
+for i = 1, n do
+  orig[i] = vals[i]
+end
+local offs = {}
+local cost = want
+local granted, avail = 0, 0
+for pass = 1, 2 do
+  avail = math.huge
+  local allowed = true
+  for i = 1, n do
+    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
+    local ok, r, retry, reset
+    do
+      -- @check
+    end
+    if ok then
+      avail = math.min(avail, r + cost)
+      if kind == 's' then
+        offs[i] = reset - b
+      elseif kind == 't' then
+        offs[i] = reset - cost * a
+      else
+        offs[i] = reset
+      end
+    else
+      allowed = false
+      avail = math.min(avail, r)
+    end
+  end
+  local fair = math.floor(avail / tonumber(ARGV[6]))
+  if allowed and cost <= fair then
+    granted = cost
+    break
+  end
+  if pass == 2 or fair < tonumber(ARGV[3]) then
+    return {0, returned, math.max(avail, 0)}
+  end
+  cost = fair
+  for i = 1, n do
+    vals[i] = orig[i]
+  end
+end
+
+-- The record lives as long as a return can matter: to the end of the lease's window, or
+-- to the start of its last cell.
+local out, life = {struct.pack('<d', granted)}, 0
+for i = 1, n do
+  local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
+  redis.call('SET', KEYS[i], vals[i], 'PX', ARGV[2])
+  local mark, upto = math.floor(now / b), offs[i]
+  if kind == 't' then
+    mark, upto = now + offs[i], offs[i] + granted * a
+  end
+  out[i + 1] = struct.pack('<ddd', mark, a, b)
+  life = math.max(life, upto)
+end
+redis.call('SET', KEYS[n + 1], table.concat(out), 'PX', math.floor(life / 1000) + 2)
+local reply = {granted, returned, avail - granted}
+for i = 1, n do
+  reply[i + 3] = offs[i]
+end
+return reply
