@@ -65,3 +65,22 @@ func BenchmarkFailOpenBreakerOpen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHotFilterObserve is what leases add to a cold identity's check: one hash and
+// one compare-and-swap in the hot filter (callers in parallel, 10000 identities).
+func BenchmarkHotFilterObserve(b *testing.B) {
+	f := newHotFilter()
+	p := &Policy{serial: 1}
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user-%08d", i)
+	}
+	now := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			f.observe(p, ids[i%len(ids)], now)
+			i++
+		}
+	})
+}
