@@ -4,22 +4,19 @@ package demo
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
 // TestDemo runs the demo and checks it went through every step and exited 0.
 func TestDemo(t *testing.T) {
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = missing.Tool(t, "kubectl", "run the tests with `make test` (hack/kubectl.sh provides one)")
-	}
+	kubectl := manifests.Kubectl(t)
 	if _, err := kube.AssetsDir(); err != nil {
 		kube.Require(t, nil, err)
 	}

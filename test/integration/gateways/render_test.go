@@ -1,25 +1,16 @@
 package gateways_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
 // manifest is the objects of one kustomization or YAML file, in order.
@@ -29,24 +20,10 @@ type manifest []*unstructured.Unstructured
 func repoPath(rel string) string { return filepath.Join(kube.RepoRoot(), filepath.FromSlash(rel)) }
 
 // render runs `kubectl kustomize` on dir (relative to the repository's root), as
-// `kubectl apply -k` would render it. kubectl is $KUBECTL (hack/kubectl.sh, as `make test`
-// sets it) or the one on PATH.
+// `kubectl apply -k` would render it.
 func render(t *testing.T, dir string) manifest {
 	t.Helper()
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = missing.Tool(t, "kubectl", "run `make test` (hack/kubectl.sh builds one) or install kubectl")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", repoPath(dir))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
-	}
-	return split(t, dir, out)
+	return manifests.Objects(manifests.Kustomize(t, dir))
 }
 
 // readManifest reads a YAML file (relative to the repository's root) as it is.
@@ -62,24 +39,11 @@ func readManifest(t *testing.T, file string) manifest {
 // split decodes a multi-document YAML stream into objects, dropping empty documents.
 func split(t *testing.T, what string, raw []byte) manifest {
 	t.Helper()
-	var m manifest
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return m
-		}
-		if err != nil {
-			t.Fatalf("split YAML of %s: %v", what, err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("decode a document of %s: %v", what, err)
-		}
-		if u.Object != nil {
-			m = append(m, u)
-		}
+	docs, err := manifests.Split(raw)
+	if err != nil {
+		t.Fatalf("split YAML of %s: %v", what, err)
 	}
+	return manifests.Objects(docs)
 }
 
 // find returns the object of kind and name, or nil.

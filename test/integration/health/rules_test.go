@@ -1,21 +1,17 @@
 package health_test
 
 import (
-	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
 // cond is a condition as the API server returns it.
@@ -75,10 +71,6 @@ func TestRules(t *testing.T) {
 // setting namespace: argocd), puts the health script, byte for byte, under the key Argo CD reads, in argocd-cm, and
 // leaves the rest of argocd-cm alone.
 func TestArgoCDComponent(t *testing.T) {
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = missing.Tool(t, "kubectl", "run `make test` (hack/kubectl.sh builds one) or install kubectl")
-	}
 	dir := t.TempDir()
 	component, err := filepath.Rel(dir, filepath.Join(kube.RepoRoot(), "config", "argocd"))
 	if err != nil {
@@ -94,21 +86,16 @@ func TestArgoCDComponent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, "kustomize", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderr.String())
+	docs := manifests.Kustomize(t, dir)
+	if len(docs) != 1 {
+		t.Fatalf("rendered %d documents, want argocd-cm alone", len(docs))
 	}
 	var cm struct {
 		Metadata struct{ Name, Namespace string }
 		Data     map[string]string
 	}
-	if err := yaml.Unmarshal(out, &cm); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	if err := yaml.Unmarshal(docs[0].Raw, &cm); err != nil {
+		t.Fatalf("%v\n%s", err, docs[0].Raw)
 	}
 	script, err := os.ReadFile(filepath.Join(kube.RepoRoot(), filepath.FromSlash(healthScript)))
 	if err != nil {

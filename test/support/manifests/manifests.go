@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -28,14 +29,23 @@ type Doc struct {
 	Object *unstructured.Unstructured
 }
 
-// Kustomize runs `kubectl kustomize dir` (dir relative to the repository, or absolute) and
-// returns its documents in order. Without kubectl the test fails under CI=true and skips
-// elsewhere.
+// Kubectl is the kubectl the tests run: $KUBECTL (hack/kubectl.sh, as `make test` sets it)
+// or the one on PATH. Without either the test fails under CI=true and skips elsewhere.
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	if k := os.Getenv("KUBECTL"); k != "" {
+		return k
+	}
+	return missing.Tool(t, "kubectl", "run `make test` (hack/kubectl.sh builds one) or install kubectl")
+}
+
+// Kustomize runs `kubectl kustomize dir` (dir relative to the repository, or absolute), as
+// `kubectl apply -k` would render it, and returns its documents in order.
 func Kustomize(t testing.TB, dir string) []Doc {
 	t.Helper()
-	kubectl := missing.Tool(t, "kubectl", "install it to render config/ (`make test` provides kubectl)")
+	kubectl := Kubectl(t)
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(kube.RepoRoot(), dir)
+		dir = filepath.Join(kube.RepoRoot(), filepath.FromSlash(dir))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -74,4 +84,13 @@ func Split(data []byte) ([]Doc, error) {
 		}
 		docs = append(docs, Doc{Raw: doc, Object: u})
 	}
+}
+
+// Objects are the decoded objects of docs, in order.
+func Objects(docs []Doc) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(docs))
+	for i := range docs {
+		out[i] = docs[i].Object
+	}
+	return out
 }
