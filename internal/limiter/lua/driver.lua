@@ -10,7 +10,7 @@
 -- vals, no unpack, no math.* calls. It returns from inside the block, and must decide and
 -- write exactly as the general path below does for n = 1 (scriptcost_test.go checks both
 -- against one model).
-if #ARGV == 5 and ARGV[3] == '0' then
+if #ARGV == 5 and ARGV[3] == '0' and #KEYS == 1 then
   local t = redis.call('TIME')
   local now = t[1] * 1000000 + t[2]
   -- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and
@@ -40,6 +40,15 @@ local idem = ARGV[3] ~= '0'
 local off = idem and 2 or 0
 local n = (#ARGV - 3 - off) / 2
 local nstate = n -- one state key per limit
+
+-- Refuse, before any loop, a call of a shape this script was not written for: 1 to 8
+-- limits, one state key each, the idempotency key exactly when ARGV[3] says so, a 16-byte
+-- fingerprint. Redis runs a script to its end on its single thread, so a caller that could
+-- make it loop over a million "limits" would stall every client of the server.
+if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= nstate + (idem and 1 or 0) or (idem and #ARGV[4] ~= 16) then
+  return redis.error_reply('ERR ratelimit: refused a call of ' .. #KEYS .. ' keys and ' .. #ARGV ..
+    ' arguments: this script takes 1 to 8 limits, one state key each')
+end
 
 -- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
 -- those). MGET also reads a key of another type as nil instead of failing.

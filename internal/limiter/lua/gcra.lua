@@ -29,6 +29,9 @@
 --              {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
+-- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
+--              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
+--              write, so the bound above holds whatever a caller sends.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
 -- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
 -- the body sets new (the value to write when it admits, else nil), r, retry and rs.

@@ -35,8 +35,21 @@
 --              full-at / TAT moves back by their span, never before now.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, at most 2n + 2 SETs;
 --              no loops over data, no key names built here.
+-- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
+--              agree, an unknown kind, a share below 1): an ERR reply before any read or
+--              write, so the bound above holds whatever a caller sends.
 local n = (#ARGV - 6) / 2
 local kind = ARGV[5]
+-- Refuse, before any loop, a call of a shape this script was not written for: 1 to 8
+-- limits, one state key each, the new lease's record, and the previous one's exactly when
+-- ARGV[4] names one; a known kind; a share of at least 1. Redis runs a script to its end on
+-- its single thread, so a caller that could make it loop over a million "limits" would
+-- stall every client of the server.
+if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + (ARGV[4] == '-1' and 1 or 2) or
+    (kind ~= 'f' and kind ~= 's' and kind ~= 't') or not ((tonumber(ARGV[6]) or 0) >= 1) then
+  return redis.error_reply('ERR ratelimit: refused a lease call of ' .. #KEYS .. ' keys and ' .. #ARGV ..
+    ' arguments: this script takes 1 to 8 limits, one state key each')
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- MGET reads a key of another type as nil (fresh state, no record) instead of failing.

@@ -1,0 +1,137 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Issue 25, item 2: a preloaded script looped as long as its ARGV said (one EVALSHA of the
+// lease script with 1.5 million "limits" held Redis's single thread for 1.55 s). Every
+// script must refuse, before any loop, a KEYS/ARGV shape it was not written for, so that
+// the O(1)/O(n <= 8) bound in its header holds against a hostile caller too.
+
+// hostileShape is one call of a shape no limiter sends.
+type hostileShape struct {
+	name string
+	keys []string
+	args []any
+}
+
+// checkShapes are calls of the check scripts with shapes they were not written for.
+func checkShapes(tag string) []hostileShape {
+	limits := func(n int) []any {
+		out := make([]any, 0, 2*n)
+		for range n {
+			out = append(out, "10", "60000000")
+		}
+		return out
+	}
+	keys := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s:%d", tag, i)
+		}
+		return out
+	}
+	base := []any{"1", "60000", "0"}
+	idem := []any{"1", "60000", "60000", strings.Repeat("f", 16), "3"}
+	return []hostileShape{
+		{"nine limits", keys(9), append(base, limits(9)...)},
+		{"a hundred thousand limits", keys(100000), append(base, limits(100000)...)},
+		{"more limits than keys", keys(1), append(base, limits(2)...)},
+		{"more keys than limits", keys(3), append(base, limits(1)...)},
+		{"one limit and two keys", keys(2), append(base, limits(1)...)},
+		{"no limit", keys(1), base},
+		{"half a limit", keys(1), append(base, "10")},
+		{"idempotent without its key", keys(1), append(idem, limits(1)...)},
+		{"a fingerprint of 1 MiB", keys(2), append([]any{"1", "60000", "60000", strings.Repeat("f", 1<<20), "3"}, limits(1)...)},
+	}
+}
+
+// leaseShapes are calls of the lease scripts with shapes they were not written for.
+func leaseShapes(tag string) []hostileShape {
+	limits := func(n int) []any {
+		out := make([]any, 0, 2*n)
+		for range n {
+			out = append(out, "10", "60000000")
+		}
+		return out
+	}
+	keys := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s:%d", tag, i)
+		}
+		return out
+	}
+	head := func(prev, kind, share string) []any { return []any{"5", "60000", "2", prev, kind, share} }
+	return []hostileShape{
+		{"nine limits", keys(10), append(head("-1", "f", "4"), limits(9)...)},
+		{"a hundred thousand limits", keys(100001), append(head("-1", "f", "4"), limits(100000)...)},
+		{"a previous lease without its record", keys(2), append(head("0", "f", "4"), limits(1)...)},
+		{"a record too many", keys(3), append(head("-1", "f", "4"), limits(1)...)},
+		{"an unknown kind", keys(2), append(head("-1", "x", "4"), limits(1)...)},
+		{"a share of 0", keys(2), append(head("-1", "f", "0"), limits(1)...)},
+		{"no limit", keys(1), head("-1", "f", "4")},
+	}
+}
+
+// TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (the four check scripts
+// and the four lease scripts) calls of hostile shapes and requires each refused with the
+// scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
+// limits were checked and debited, a hundred thousand looped, mismatched counts read and
+// wrote past KEYS.
+func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
+	srv, rdb := standalone(t)
+	ctx := context.Background()
+	if err := srv.Client().ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range AllScripts() {
+		shapes := checkShapes("{shape:" + s.Name + "}")
+		if strings.HasSuffix(s.Name, "_lease") {
+			shapes = leaseShapes("{shape:" + s.Name + "}")
+		}
+		for _, h := range shapes {
+			err := evalShape(ctx, rdb, s, h)
+			if err == nil || !strings.HasPrefix(err.Error(), "ERR ratelimit: refused") {
+				t.Errorf("%s, %s: got %v; want the script's refusal (ERR ratelimit: refused ...)", s.Name, h.name, err)
+			}
+		}
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("refused calls wrote %d keys (%v); want none", n, err)
+	}
+	logSlowest(ctx, t, srv.Client())
+}
+
+// evalShape sends one hostile call with EVALSHA (EVAL after NOSCRIPT), as any holder of
+// the credentials may.
+func evalShape(ctx context.Context, rdb redis.UniversalClient, s *Script, h hostileShape) error {
+	_, err := evalOne(ctx, rdb, s, h.keys, h.args)
+	return err
+}
+
+// logSlowest logs the longest script call Redis recorded (SLOWLOG), for the note: what a
+// refused call of a hundred thousand limits still costs is Redis building KEYS and ARGV.
+func logSlowest(ctx context.Context, t *testing.T, c *redis.Client) {
+	t.Helper()
+	logs, err := c.SlowLogGet(ctx, 128).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slowest time.Duration
+	var what string
+	for _, l := range logs {
+		if l.Duration > slowest && len(l.Args) > 0 && strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+			slowest, what = l.Duration, l.Args[0]+" with "+strconv.Itoa(len(l.Args))+" shown arguments"
+		}
+	}
+	t.Logf("slowest script call: %s (%s)", slowest, what)
+}
