@@ -120,7 +120,8 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules, Gateway: gateway}); err != nil {
+	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules, Gateway: gateway,
+		Functions: o.tenancy.enabled}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
 	closeTenancy, err := o.tenancy.setup(mgr, rdb, o.redis, o.scriptResync, o.keyPrefix)

@@ -25,6 +25,7 @@ type tenancyOptions struct {
 	userPrefix     string
 	rotationPeriod time.Duration
 	grace          time.Duration
+	allowEvalSHA   bool
 }
 
 func (t *tenancyOptions) bind(fs *flag.FlagSet) {
@@ -36,6 +37,8 @@ func (t *tenancyOptions) bind(fs *flag.FlagSet) {
 		"Prefix of the per-namespace Redis user names (<prefix><namespace>). Users with it belong to this manager: give managers sharing one Redis different prefixes.")
 	fs.DurationVar(&t.rotationPeriod, "redis-tenant-rotation-period", 0,
 		"Replace each namespace's Redis password at this age; 0 (default) rotates only on request (annotation policy.ratelimit.dev/rotate on the Secret).")
+	fs.BoolVar(&t.allowEvalSHA, "redis-tenant-allow-evalsha", false,
+		"Also grant each namespace's user EVALSHA (never EVAL), for an upgrade while sidecars of a version that calls the scripts with EVALSHA still run; turn it off once every sidecar is upgraded (they then call the functions the manager loads, with FCALL).")
 	fs.DurationVar(&t.grace, "redis-tenant-password-grace", controller.DefaultTenantGrace,
 		"How long Redis keeps accepting a replaced password, and keeps a namespace's user after its last policy: longer than the kubelet takes to refresh a mounted Secret.")
 }
@@ -78,7 +81,7 @@ func (t *tenancyOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient, ro r
 	}
 	err = controller.SetupTenancy(mgr, controller.TenancyOptions{Nodes: nodes, Topology: ro.Topology(),
 		SecretName: t.secretName, UserPrefix: t.userPrefix, RotationPeriod: t.rotationPeriod, Grace: t.grace,
-		Resync: resync, KeyPrefix: keyPrefix})
+		Resync: resync, KeyPrefix: keyPrefix, AllowEvalSHA: t.allowEvalSHA})
 	if err != nil {
 		closeNodes()
 		return nil, fmt.Errorf("--redis-tenant-*: %w", err)

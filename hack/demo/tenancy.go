@@ -126,7 +126,7 @@ func (d *demo) tenancy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("as %s's user, a script reading %s's key: %s", d.opts.namespace, other, refused)
+	d.say("as %s's user, reading %s's key: %s", d.opts.namespace, other, refused)
 	d.done(fmt.Sprintf("tenancy: %s and %s have their own Redis users; %s's credentials are refused %s's keys",
 		d.opts.namespace, other, d.opts.namespace, other))
 	return nil
@@ -160,22 +160,34 @@ func (d *demo) redisUsers(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// crossRead runs, with the first namespace's credentials, a script that reads a key of
-// other, and returns Redis's refusal.
+// crossRead reads, with the first namespace's credentials, its own key and a key of other,
+// and tries to run a script of its own; it returns Redis's two refusals.
 func (d *demo) crossRead(ctx context.Context, other string) (string, error) {
 	c := redis.NewClient(&redis.Options{Addr: d.addrs.redis, Username: d.nsUser, Password: d.nsPassword})
 	defer func() { _ = c.Close() }()
 	own := "{rl:" + d.opts.namespace + "/demo-api:alice}:per-10s"
-	if err := c.Eval(ctx, "return redis.call('MGET', KEYS[1])", []string{own}).Err(); err != nil {
+	if err := c.MGet(ctx, own).Err(); err != nil {
 		return "", fmt.Errorf("own key %s: %w", own, err)
 	}
 	theirs := "{rl:" + other + "/demo-api:alice}:per-10s"
-	err := c.Eval(ctx, "return redis.call('MGET', KEYS[1])", []string{theirs}).Err()
-	if err == nil {
-		return "", fmt.Errorf("reading %s as %s was allowed, want NOPERM", theirs, d.nsUser)
+	read, err := refusal(c.MGet(ctx, theirs).Err(), "reading "+theirs+" as "+d.nsUser)
+	if err != nil {
+		return "", err
 	}
-	if !strings.Contains(err.Error(), "NOPERM") {
-		return "", fmt.Errorf("reading %s as %s: %w, want NOPERM", theirs, d.nsUser, err)
+	script, err := refusal(c.Eval(ctx, "return 1", nil).Err(), "EVAL as "+d.nsUser)
+	if err != nil {
+		return "", err
+	}
+	return read + "; EVAL of a script of its own: " + script, nil
+}
+
+// refusal is err's text when it is Redis's NOPERM, else an error about what.
+func refusal(err error, what string) (string, error) {
+	switch {
+	case err == nil:
+		return "", fmt.Errorf("%s was allowed, want NOPERM", what)
+	case !strings.Contains(err.Error(), "NOPERM"):
+		return "", fmt.Errorf("%s: %w, want NOPERM", what, err)
 	}
 	return err.Error(), nil
 }

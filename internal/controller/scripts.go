@@ -19,11 +19,16 @@ var ErrRedisUnavailable = errors.New("redis unavailable")
 
 // ScriptLoader keeps the limiter scripts loaded on every Redis primary: SCRIPT LOAD on each
 // primary (on Cluster, each node, not one routed connection), verified with SCRIPT EXISTS,
-// and checked again every Resync so a restart or SCRIPT FLUSH is repaired. It is a manager
-// Runnable; Changed tells the policy controller when the loaded state flips.
+// and checked again every Resync so a restart or SCRIPT FLUSH is repaired. With Functions,
+// it also keeps each script loaded as a Redis function library (FUNCTION LOAD), which
+// replicas receive and persistence keeps. It is a manager Runnable; Changed tells the
+// policy controller when the loaded state flips.
 type ScriptLoader struct {
 	// Client reaches Redis (standalone, Cluster or Sentinel).
 	Client redis.UniversalClient
+	// Functions also loads every script as a function library (limiter.Script.Library),
+	// for sidecars that call them with FCALL (per-namespace users may run nothing else).
+	Functions bool
 	// Resync is how often loaded scripts are checked. Default 10s.
 	Resync time.Duration
 	// Timeout bounds one round of loading. Default 5s.
@@ -170,6 +175,11 @@ func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
 	total := 0
 	each := func(ctx context.Context, c *redis.Client) error {
 		n, err := ensureOn(ctx, c)
+		if err == nil && l.Functions {
+			var f int
+			f, err = ensureFunctionsOn(ctx, c)
+			n += f
+		}
 		mu.Lock()
 		total += n
 		mu.Unlock()
@@ -209,6 +219,33 @@ func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
 		}
 		if sha != s.SHA {
 			return loaded, fmt.Errorf("%s: SCRIPT LOAD %s returned %s, want %s", c.Options().Addr, s.Name, sha, s.SHA)
+		}
+		loaded++
+	}
+	return loaded, nil
+}
+
+// ensureFunctionsOn loads, as its own function library, every script missing on one node or
+// held there with other code, and returns how many it loaded. One FUNCTION LIST answers for
+// all of them; a library is named by its script's SHA, so libraries of other versions (the
+// sidecars of a rolling upgrade may still call them) are left alone.
+func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, error) {
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*", WithCode: true}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("%s: FUNCTION LIST: %w", c.Options().Addr, err)
+	}
+	have := make(map[string]string, len(libs))
+	for _, lib := range libs {
+		have[lib.Name] = lib.Code
+	}
+	loaded := 0
+	for _, s := range limiter.AllScripts() {
+		code, ok := have[s.Function]
+		if ok && code == s.Library() {
+			continue
+		}
+		if err := c.FunctionLoadReplace(ctx, s.Library()).Err(); err != nil {
+			return loaded, fmt.Errorf("%s: FUNCTION LOAD %s (%s): %w", c.Options().Addr, s.Function, s.Name, err)
 		}
 		loaded++
 	}

@@ -111,3 +111,79 @@ func waitLoaded(t *testing.T, rdb *redis.Client) {
 		t.Fatalf("scripts not loaded: %v", err)
 	}
 }
+
+// TestScriptLoaderLoadsFunctions: with Functions, the loader keeps every script loaded as
+// its own function library, named by its SHA, with exactly the code the sidecars expect; it
+// loads them again after FUNCTION FLUSH, restores a library whose code was replaced, leaves
+// other versions' libraries alone, and the primary's replica receives them (a failover
+// finds them there).
+func TestScriptLoaderLoadsFunctions(t *testing.T) {
+	s := redistest.StartServer(t)
+	replica := redistest.StartReplica(t, s)
+	rdb := s.Client()
+	ctx := context.Background()
+	other := "#!lua name=" + limiter.FunctionPrefix + "0000000000000000000000000000000000000000\n" +
+		"redis.register_function('" + limiter.FunctionPrefix + "0000000000000000000000000000000000000000', function() return 1 end)"
+	if err := rdb.FunctionLoad(ctx, other).Err(); err != nil {
+		t.Fatal(err)
+	}
+	load := func(what string) {
+		t.Helper()
+		l := &ScriptLoader{Client: rdb, Functions: true, Timeout: time.Second, Log: logr.Discard()}
+		if err := l.Ensure(ctx); err != nil {
+			t.Fatalf("%s: Ensure: %v", what, err)
+		}
+		requireFunctions(t, rdb, what)
+	}
+	load("first load")
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	load("after FUNCTION FLUSH")
+	s0 := limiter.AllScripts()[0]
+	forged := "#!lua name=" + s0.Function + "\nredis.register_function('" + s0.Function + "', function() return 1 end)"
+	if err := rdb.FunctionLoadReplace(ctx, forged).Err(); err != nil {
+		t.Fatal(err)
+	}
+	load("after a library was replaced")
+	wait.Eventually(t, 10*time.Second, "the replica holds the functions", func() error {
+		return haveFunctions(replica.Client())
+	})
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FunctionLoad(ctx, other).Err(); err != nil {
+		t.Fatal(err)
+	}
+	load("with another version's library")
+	if n, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "0*"}).Result(); err != nil || len(n) != 1 {
+		t.Fatalf("another version's library: %v, %v; want it left alone", n, err)
+	}
+}
+
+// requireFunctions fails unless rdb holds every script as its function library.
+func requireFunctions(t *testing.T, rdb *redis.Client, what string) {
+	t.Helper()
+	if err := haveFunctions(rdb); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// haveFunctions reports the first script rdb does not hold as its function library, with
+// exactly its code.
+func haveFunctions(rdb *redis.Client) error {
+	libs, err := rdb.FunctionList(context.Background(), redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*", WithCode: true}).Result()
+	if err != nil {
+		return err
+	}
+	code := map[string]string{}
+	for _, l := range libs {
+		code[l.Name] = l.Code
+	}
+	for _, s := range limiter.AllScripts() {
+		if code[s.Function] != s.Library() {
+			return fmt.Errorf("library %s (%s) missing or with other code", s.Function, s.Name)
+		}
+	}
+	return nil
+}

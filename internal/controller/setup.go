@@ -26,6 +26,10 @@ type Config struct {
 	Rules policy.Rules
 	// Gateway configures policy attachment to Gateway API objects.
 	Gateway GatewayConfig
+	// Functions loads the scripts as Redis function libraries too, and publishes that
+	// sidecars call them with FCALL (snapshot.Redis.Functions): what per-namespace Redis
+	// users, who may run no EVAL or EVALSHA, need.
+	Functions bool
 }
 
 // GatewayConfig is how attached policies reach the gateways' data planes.
@@ -62,14 +66,15 @@ func gatewaySetup(mgr ctrl.Manager, cfg GatewayConfig) (*GatewayAPI, *DataPlane)
 // Setup registers the script loader, the snapshot controller and the policy controller.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology, cfg Config) error {
 	recorder := mgr.GetEventRecorder("ratelimit-operator")
-	loader := &ScriptLoader{Client: rdb, Resync: cfg.Resync, Log: mgr.GetLogger().WithName("scripts"),
+	loader := &ScriptLoader{Client: rdb, Functions: cfg.Functions, Resync: cfg.Resync, Log: mgr.GetLogger().WithName("scripts"),
 		OnReload: reloadEvents(mgr.GetClient(), recorder)}
 	if err := mgr.Add(loader); err != nil {
 		return fmt.Errorf("add script loader: %w", err)
 	}
 	gateways, dataPlane := gatewaySetup(mgr, cfg.Gateway)
 	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Redis: snapshot.Redis{
-		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS}}
+		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS,
+		Functions: cfg.Functions}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}

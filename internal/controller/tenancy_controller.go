@@ -46,7 +46,7 @@ type TenantReconciler struct {
 	UserPrefix string
 	// KeyPrefix is the operator's key prefix; each user may touch "{KeyPrefix<namespace>/*".
 	KeyPrefix string
-	// Commands are what each user may run (redisacl.SidecarCommands).
+	// Commands are what each user may run (redisacl.TenantCommands).
 	Commands []string
 	// RotationPeriod is the age at which a password is replaced; 0 never.
 	RotationPeriod time.Duration

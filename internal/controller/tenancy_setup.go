@@ -44,6 +44,9 @@ type TenancyOptions struct {
 	Grace time.Duration
 	// Resync is how often every node's users are checked and repaired. Default 10s.
 	Resync time.Duration
+	// AllowEvalSHA grants the users EVALSHA (never EVAL) besides FCALL, for an upgrade while
+	// sidecars of a version that calls the scripts with EVALSHA still run.
+	AllowEvalSHA bool
 }
 
 // withDefaults fills in the defaults.
@@ -94,7 +97,7 @@ func SetupTenancy(mgr ctrl.Manager, o TenancyOptions) error {
 	unknown := make(chan event.GenericEvent, 1024)
 	r := &TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: users,
 		Recorder: mgr.GetEventRecorder("ratelimit-operator"), SecretName: o.SecretName, UserPrefix: o.UserPrefix,
-		KeyPrefix: o.KeyPrefix, Commands: redisacl.SidecarCommands(o.Topology.Mode == redisconn.ModeCluster, o.Topology.DB),
+		KeyPrefix: o.KeyPrefix, Commands: redisacl.TenantCommands(o.Topology.Mode == redisconn.ModeCluster, o.Topology.DB, o.AllowEvalSHA),
 		RotationPeriod: o.RotationPeriod, Grace: o.Grace, Unknown: unknown}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)

@@ -69,6 +69,9 @@ func (k ErrorKind) String() string {
 //	MOVED, ASK   topology  yes        the slot is on another node; go-redis follows them
 //	TRYAGAIN     topology  yes        the slot is migrating and the keys are split between two nodes
 //	NOSCRIPT     call      yes        the script is not cached: the limiter sends EVAL once
+//	ERR Function not found
+//	             call      yes        a function policy's library is not loaded (yet): the manager
+//	                                  loads it; the limiter never sends EVAL for a function
 //	CROSSSLOT    call      yes        the policy's keys span slots (e.g. an empty hash tag)
 //	NOPERM       call      yes        the ACL user may not touch the policy's keys or commands
 //	WRONGTYPE    call      -          a key of another type (the scripts read with MGET, so they never do)

@@ -30,10 +30,11 @@ const (
 	againPause = 8 * time.Millisecond
 )
 
-// evalOnce is EVALSHA, and EVAL after NOSCRIPT.
+// evalOnce is EVALSHA, and EVAL after NOSCRIPT; for the function flavour, FCALL only (a
+// missing function is the manager's to load: the caller may not).
 func evalOnce(ctx context.Context, rdb processor, s *Script, keys []string, args []any) (any, error) {
 	v, err := send(ctx, rdb, s.evalSHA(ctx, keys, args)).Result()
-	if isNoScript(err) {
+	if isNoScript(err) && !s.fcall {
 		v, err = send(ctx, rdb, s.eval(ctx, keys, args)).Result()
 	}
 	return v, err
@@ -107,7 +108,7 @@ func evalPipeline(ctx context.Context, rdb redis.Cmdable, calls []*call, keepRed
 	})
 	var retry, redirects []*call
 	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
+		if isNoScript(cmd.Err()) && !calls[i].script.fcall {
 			retry = append(retry, calls[i])
 			continue
 		}

@@ -23,6 +23,9 @@ type lease struct {
 	units, next int64
 	base        time.Time
 	step        time.Duration
+	// held marks units not every replica acknowledged (leaseack.go): never spent, only
+	// returned.
+	held bool
 }
 
 // deadline is the last moment unit j may be spent.
@@ -33,6 +36,9 @@ func (l *lease) deadline(j int64) time.Time {
 // take spends cost units at now, skipping past ones; false when the lease cannot cover it
 // (then nothing is spent, and it should be returned and replaced).
 func (l *lease) take(cost int64, now time.Time) bool {
+	if l.held {
+		return false
+	}
 	if l.step > 0 && now.After(l.base) {
 		past := int64((now.Sub(l.base) + l.step - 1) / l.step)
 		l.next = max(l.next, past)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,7 +84,11 @@ type Limiter struct {
 	batch   *batcher
 	denies  *denyCache
 	leases  *localTier
-	stats   errorStats
+	// replicas is the replica count each primary's ROLE last gave (address -> int64; ""
+	// for the one primary of a standalone or Sentinel setup), what a lease call's WAIT
+	// waits for.
+	replicas sync.Map
+	stats    errorStats
 	// socketDeadlines is true when the client cuts socket reads at the context deadline
 	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
 	socketDeadlines bool
@@ -108,7 +113,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("deny cache: %w", err)
 		}
 	}
-	if l.leases, err = newLocalTier(opts.Leases, opts.Now()); err != nil {
+	if l.leases, err = newLocalTier(opts.Leases, opts.Timeout, opts.Now()); err != nil {
 		return nil, err
 	}
 	if opts.Pipelining {

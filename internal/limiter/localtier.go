@@ -34,6 +34,15 @@ type LeaseOptions struct {
 	// OnLease, when set, is told of every lease call: the units granted (0: refused) and
 	// those returned from the caller's previous lease.
 	OnLease func(p *Policy, granted, returned int64)
+	// AckTimeout is how long a lease call waits for every replica of its primary to
+	// acknowledge it (WAIT); units not acknowledged are never spent (see leaseack.go).
+	// Default 10ms; at most half the limiter's Timeout, at least 1ms (WAIT takes whole
+	// milliseconds, and 0 would wait forever).
+	AckTimeout time.Duration
+	// OnUnacknowledged, when set, is told of every lease granted but held unspent because
+	// not every replica acknowledged it, or the replicas could not be asked (cause says
+	// which: a refused ROLE or WAIT means the Redis user lacks +role or +wait).
+	OnUnacknowledged func(p *Policy, units int64, cause error)
 }
 
 func (o *LeaseOptions) defaults() {
@@ -52,6 +61,9 @@ func (o *LeaseOptions) defaults() {
 	if o.Identities <= 0 {
 		o.Identities = 10000
 	}
+	if o.AckTimeout < time.Millisecond {
+		o.AckTimeout = defaultAckTimeout
+	}
 }
 
 // localTier holds the leases of this process.
@@ -63,8 +75,10 @@ type localTier struct {
 	seq     atomic.Uint64
 }
 
-func newLocalTier(o LeaseOptions, now time.Time) (*localTier, error) {
+func newLocalTier(o LeaseOptions, timeout time.Duration, now time.Time) (*localTier, error) {
 	o.defaults()
+	// WAIT must answer before the call's own timeout, or every lease would be lost.
+	o.AckTimeout = max(min(o.AckTimeout, timeout/2), time.Millisecond)
 	c, err := lru.New[denyKey, *leaseEntry](o.Identities)
 	if err != nil {
 		return nil, fmt.Errorf("lease table: %w", err)
@@ -128,14 +142,17 @@ func (t *localTier) check(ctx context.Context, l *Limiter, p *Policy, r Request,
 	if rate < t.opts.HotRate {
 		return Decision{}, false
 	}
-	return l.fromLease(ctx, p, r, t.entry(p, r.Identity), rate, now)
+	return l.fromLease(ctx, p, r, t.entry(p, r.Identity), rate)
 }
 
 // fromLease answers r from the identity's lease, taking a new one when the identity is hot
-// and the lease is spent; ok false sends r to Redis as usual.
-func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64, now time.Time) (Decision, bool) {
+// and the lease is spent; ok false sends r to Redis as usual. The clock is read once the
+// entry's lock is held: a check that waited for the lock across a window's end must not
+// spend the old window's units.
+func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64) (Decision, bool) {
 	t := l.leases
 	e.mu.Lock()
+	now := l.opts.Now()
 	e.rate, e.seen = rate, now
 	if e.cur != nil && e.cur.take(r.Cost, now) {
 		d := leased(p, e.cur, now)
@@ -175,16 +192,19 @@ func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	}
 	sent := l.opts.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(want, l.leases.opts.Share, prev))
+	round := l.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, l.leases.opts.Share, prev))
 	cancel()
-	if err != nil {
-		// The lease may have been taken (a lost reply): its units are lost, never spent.
+	if err := round.err; err != nil {
 		e.settle(nil, time.Time{})
 		l.failed(ctx, b, err)
+		if redirected(err) || tryAgain(err) {
+			return Decision{}, false // the script did not run: the usual path follows the slot
+		}
+		// The lease may have been taken (a lost reply): its units are lost, never spent.
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
 	}
 	b.success()
-	rep, err := decodeLease(p, v, id, sent)
+	rep, err := decodeLease(p, round.val, id, sent)
 	if err != nil {
 		e.settle(nil, time.Time{})
 		l.stats.count(KindCall)
@@ -193,14 +213,23 @@ func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	if f := l.leases.opts.OnLease; f != nil {
 		f(p, unitsOf(rep.lease), rep.returned)
 	}
-	now := l.opts.Now()
-	if rep.lease == nil {
+	quiet := l.opts.Now().Add(l.leases.opts.Span)
+	switch {
+	case rep.lease == nil:
 		// Too little left to lease: ask Redis one by one for a while.
-		e.settle(nil, now.Add(l.leases.opts.Span))
+		e.settle(nil, quiet)
+		return Decision{}, false
+	case !round.acked:
+		// Held, never spent: the next lease call returns it. Meanwhile Redis decides.
+		rep.lease.state, rep.lease.held = state, true
+		e.settle(rep.lease, quiet)
+		if f := l.leases.opts.OnUnacknowledged; f != nil {
+			f(p, rep.lease.units, round.cause)
+		}
 		return Decision{}, false
 	}
 	rep.lease.state = state
-	return e.settle(rep.lease, time.Time{}).spend(p, r.Cost, now)
+	return e.settle(rep.lease, time.Time{}).spend(p, r.Cost, l.opts.Now)
 }
 
 func unitsOf(ls *lease) int64 {
@@ -226,17 +255,19 @@ func (e *leaseEntry) await(ctx context.Context, ready chan struct{}, p *Policy, 
 	defer t.Stop()
 	select {
 	case <-ready:
-		return e.spend(p, cost, now())
+		return e.spend(p, cost, now)
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	return Decision{}, false
 }
 
-// spend answers a check from the lease in force, if it can.
-func (e *leaseEntry) spend(p *Policy, cost int64, now time.Time) (Decision, bool) {
+// spend answers a check from the lease in force, if it can, judged by the clock read under
+// the entry's lock.
+func (e *leaseEntry) spend(p *Policy, cost int64, clock func() time.Time) (Decision, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	now := clock()
 	if e.cur == nil || !e.cur.take(cost, now) {
 		return Decision{}, false
 	}

@@ -46,9 +46,10 @@ func send(ctx context.Context, rdb processor, cmd *redis.Cmd) *redis.Cmd {
 	return cmd
 }
 
-// evalSHA is an EVALSHA of the script, built as go-redis's Cmdable.EvalSha builds it.
+// evalSHA is an EVALSHA of the script, built as go-redis's Cmdable.EvalSha builds it; for
+// the function flavour, an FCALL of its function.
 func (s *Script) evalSHA(ctx context.Context, keys []string, args []any) *redis.Cmd {
-	return scriptCmd(ctx, "evalsha", s.shaArg, keys, args)
+	return scriptCmd(ctx, s.cmd, s.payload, keys, args)
 }
 
 // eval is an EVAL of the script's body.
@@ -58,7 +59,7 @@ func (s *Script) eval(ctx context.Context, keys []string, args []any) *redis.Cmd
 
 // scriptCmd builds name payload numkeys keys... args..., with the first key at position 3 so
 // that the cluster client routes it by that key without parsing.
-func scriptCmd(ctx context.Context, name string, payload any, keys []string, args []any) *redis.Cmd {
+func scriptCmd(ctx context.Context, name, payload any, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 3+len(keys), 3+len(keys)+len(args))
 	a[0], a[1], a[2] = name, payload, len(keys)
 	for i, k := range keys {

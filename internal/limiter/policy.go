@@ -76,6 +76,10 @@ type Spec struct {
 	// Shards spreads every identity's budget over this many shards on different hash tags
 	// (the global tier, for Fixed identities); 0 or 1: one.
 	Shards int
+	// Functions calls the policy's scripts as the Redis functions the manager loads
+	// (FCALL of Script.Function), never with EVALSHA or EVAL: per-namespace Redis users
+	// may run no code of their choosing, so they are granted FCALL only.
+	Functions bool
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
@@ -117,6 +121,9 @@ func NewPolicy(c Spec) (*Policy, error) {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
 	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], serial: policySerial.Add(1)}
+	if c.Functions {
+		p.script, p.leaseScript = s.asFunction(), p.leaseScript.asFunction()
+	}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

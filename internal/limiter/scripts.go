@@ -43,10 +43,23 @@ type Script struct {
 	Source string
 	// SHA is the lowercase hex SHA1 of Source, as EVALSHA takes it.
 	SHA string
+	// Function is the name of the Redis function (and of its one-function library, see
+	// Library) that runs Source: FunctionPrefix and SHA, so one name means one body.
+	Function string
 
-	// shaArg and srcArg are SHA and Source as command arguments, boxed once.
-	shaArg, srcArg any
+	// cmd and payload are the command that runs the script and its first argument, boxed
+	// once: "evalsha" and SHA, or for the function flavour "fcall" and Function. srcArg is
+	// Source, for EVAL.
+	cmd, payload, srcArg any
+	// fcall marks the function flavour (see asFunction): called with FCALL, never EVAL.
+	fcall bool
+	// function is the function flavour of this script; nil on the flavour itself.
+	function *Script
 }
+
+// FunctionPrefix begins the name of every Redis function library (and function) the
+// limiter's scripts are loaded as.
+const FunctionPrefix = "ratelimit_"
 
 var scripts, leaseScripts = mustLoadScripts()
 
@@ -72,7 +85,29 @@ func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
 func newScript(name string, alg Algorithm, src string) *Script {
 	sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
 	sha := hex.EncodeToString(sum[:])
-	return &Script{Name: name, Algorithm: alg, Source: src, SHA: sha, shaArg: sha, srcArg: src}
+	s := &Script{Name: name, Algorithm: alg, Source: src, SHA: sha, Function: FunctionPrefix + sha,
+		cmd: "evalsha", payload: sha, srcArg: src}
+	fn := *s
+	fn.cmd, fn.payload, fn.fcall = "fcall", s.Function, true
+	s.function = &fn
+	return s
+}
+
+// asFunction is the script's function flavour: the same body, called as the Redis function
+// Function with FCALL (loaded by the manager with FUNCTION LOAD), and never sent with EVAL.
+func (s *Script) asFunction() *Script {
+	if s.fcall {
+		return s
+	}
+	return s.function
+}
+
+// Library is the source of the Redis function library that holds the script as the one
+// function Function, for FUNCTION LOAD. The body is Source unchanged: KEYS and ARGV, globals
+// to EVAL, are the function's parameters.
+func (s *Script) Library() string {
+	return "#!lua name=" + s.Function + "\n" +
+		"redis.register_function('" + s.Function + "', function(KEYS, ARGV)\n" + s.Source + "\nend)\n"
 }
 
 // composeLease builds an algorithm's lease script: lease.lua with the algorithm's loop body
@@ -129,7 +164,8 @@ func Scripts() []*Script { return sorted(scripts) }
 // LeaseScripts returns every algorithm's lease script (the local tier), sorted by name.
 func LeaseScripts() []*Script { return sorted(leaseScripts) }
 
-// AllScripts is Scripts and LeaseScripts, for preloading with SCRIPT LOAD.
+// AllScripts is Scripts and LeaseScripts, for preloading with SCRIPT LOAD or, as a function
+// library each (Library), with FUNCTION LOAD.
 func AllScripts() []*Script { return append(Scripts(), LeaseScripts()...) }
 
 func sorted(m map[Algorithm]*Script) []*Script {

@@ -45,7 +45,7 @@ func TestClusterUsers(t *testing.T) {
 	}
 	t.Run("own checks", func(t *testing.T) {
 		ca := client(t, redisconn.ModeCluster, cl.Addrs()[:1], a.Name, pa)
-		if errs := exercise(ctx, ca, "a", redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
+		if errs := exercise(ctx, ca, "a", cl.Client(), cl.Primaries()...); len(errs) > 0 {
 			t.Fatalf("a's checks on Cluster: %v", errors.Join(errs...))
 		}
 		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); len(log) > 0 {
@@ -89,7 +89,7 @@ func checkClusterGrants(ctx context.Context, t *testing.T, cl *redistest.Cluster
 		}
 		resetACLLog(ctx, t, cl.Nodes()...)
 		c := client(t, redisconn.ModeCluster, cl.Addrs()[:1], user.Name, p)
-		errs := exercise(ctx, c, ns, redistest.FlushScripts(cl.Primaries()...))
+		errs := exercise(ctx, c, ns, cl.Client(), cl.Primaries()...)
 		if log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG %v (errors %v); want %s refused", cmd, log, errs, cmd)
 		}
@@ -244,12 +244,14 @@ func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
 	return l
 }
 
-// roomyPolicy never denies within a test.
+// roomyPolicy never denies within a test; it calls its script as a function, as a
+// namespace's sidecar does.
 func roomyPolicy(t *testing.T, ns string) *limiter.Policy {
 	t.Helper()
 	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: "api", Algorithm: limiter.TokenBucket,
 		Limits:   []limiter.Limit{{Name: "hour", Requests: 1_000_000, Period: time.Hour}},
-		StateKey: "{rl:${namespace}/${policy}:${identity}}:${limit}", TTL: 2 * time.Hour, FailureMode: limiter.FailClosed})
+		StateKey: "{rl:${namespace}/${policy}:${identity}}:${limit}", TTL: 2 * time.Hour, FailureMode: limiter.FailClosed,
+		Functions: true})
 	if err != nil {
 		t.Fatal(err)
 	}

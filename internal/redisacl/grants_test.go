@@ -24,7 +24,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 	t.Parallel()
 	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
-	for _, cmd := range redisacl.SidecarCommands(false, 0) {
+	for _, cmd := range redisacl.TenantCommands(false, 0, false) {
 		ns := "without-" + strings.ReplaceAll(cmd, "|", "-")
 		user, p := tenant(t, ns, false), password(t)
 		user.PasswordHashes = []string{redisacl.HashPassword(p)}
@@ -33,7 +33,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		resetACLLog(ctx, t, srv)
-		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, redistest.FlushScripts(srv))
+		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, srv.Client(), srv)
 		if log := redistest.ACLRefusals(ctx, t, "", srv); !slices.Contains(log, "command:"+cmd) {
 			t.Errorf("without +%s: ACL LOG has %v (errors: %v); want %s refused", cmd, log, errs, cmd)
 		}
@@ -41,7 +41,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 }
 
 // TestTenantSelect: a database other than 0 needs SELECT (go-redis selects it on each
-// connection), which SidecarCommands adds then.
+// connection), which TenantCommands adds then.
 func TestTenantSelect(t *testing.T) {
 	t.Parallel()
 	srv, u := standaloneAdmin(t)
@@ -61,17 +61,17 @@ func TestTenantSelect(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "select") {
 		t.Fatalf("database 1 without SELECT: %v; want SELECT refused", err)
 	}
-	user.Commands = redisacl.SidecarCommands(false, 1)
+	user.Commands = redisacl.TenantCommands(false, 1, false)
 	if err := u.Ensure(ctx, user); err != nil {
 		t.Fatal(err)
 	}
-	if errs := exercise(ctx, c, "db1", redistest.FlushScripts(srv)); len(errs) > 0 {
-		t.Fatalf("database 1 with SidecarCommands(false, 1): %v", errors.Join(errs...))
+	if errs := exercise(ctx, c, "db1", srv.Client(), srv); len(errs) > 0 {
+		t.Fatalf("database 1 with TenantCommands(false, 1, false): %v", errors.Join(errs...))
 	}
 }
 
 // managerWork is what the manager does with Redis in tenancy mode, as its administrative
-// user: load the scripts on every primary (after flush emptied them), create a user on
+// user: load the scripts and functions on every primary (after flush emptied them), create a user on
 // every node, read every node's users to repair one a node lost, delete it. It returns
 // every failure.
 func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.Users, flush, lose func(context.Context) error) []error {
@@ -79,7 +79,7 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	if err := flush(ctx); err != nil {
 		return []error{err}
 	}
-	if err := (&controller.ScriptLoader{Client: admin, Log: logr.Discard()}).Ensure(ctx); err != nil {
+	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
 	user := redisacl.User{Name: prefix + "work", PasswordHashes: []string{redisacl.HashPassword("p")},

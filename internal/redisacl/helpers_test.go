@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -102,7 +104,7 @@ func tenant(t testing.TB, ns string, cluster bool, passwords ...string) redisacl
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := redisacl.User{Name: prefix + ns, KeyPatterns: []string{pattern}, Commands: redisacl.SidecarCommands(cluster, 0)}
+	u := redisacl.User{Name: prefix + ns, KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(cluster, 0, false)}
 	for _, p := range passwords {
 		u.PasswordHashes = append(u.PasswordHashes, redisacl.HashPassword(p))
 	}
@@ -127,29 +129,55 @@ func testCtx(t testing.TB) context.Context {
 }
 
 // policyWithKeys is a one-request-per-hour policy of ns, idempotent, with the state and
-// idempotency keys under tag.
+// idempotency keys under tag, calling its script as a function (as a namespace's sidecar).
 func policyWithKeys(t testing.TB, ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag string) *limiter.Policy {
 	t.Helper()
-	p, err := limitercheck.Policy(ns, alg, mode, tag)
+	p, err := limitercheck.Sidecar{NS: ns, Mode: mode, Functions: true}.Policy(alg, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
+// tenantSidecar is what a sidecar of ns with its own user runs: policies failing closed, their
+// scripts called as the functions the manager loads.
+func tenantSidecar(ns string) limitercheck.Sidecar {
+	return limitercheck.Sidecar{NS: ns, Mode: limiter.FailClosed, Functions: true}
+}
+
 // algorithms are every algorithm the limiter runs.
 var algorithms = limitercheck.Algorithms
 
-// checkAll makes a sidecar's checks of every algorithm (limitercheck.All) for policies of ns
-// failing closed, and returns every failure.
-func checkAll(ctx context.Context, c redis.UniversalClient, ns string) []error {
-	return limitercheck.All(ctx, c, ns, limiter.FailClosed)
+// loadFunctions loads the limiter's functions on every primary loader reaches, as the
+// manager does in tenancy mode (here as whoever loader authenticates as: the
+// administrative user's grants are TestAdminACL's).
+func loadFunctions(ctx context.Context, loader redis.UniversalClient) error {
+	return (&controller.ScriptLoader{Client: loader, Functions: true, Log: logr.Discard()}).Ensure(ctx)
 }
 
-// exercise does what a sidecar does with Redis (limitercheck.Exercise), for policies of ns
-// failing closed.
-func exercise(ctx context.Context, c redis.UniversalClient, ns string, flush func(context.Context) error) []error {
-	return limitercheck.Exercise(ctx, c, ns, limiter.FailClosed, flush)
+// checkAll makes a sidecar's checks of every algorithm (limitercheck) for policies of ns
+// failing closed, once loader has loaded the functions, and returns every failure.
+func checkAll(ctx context.Context, c redis.UniversalClient, ns string, loader redis.UniversalClient) []error {
+	if err := loadFunctions(ctx, loader); err != nil {
+		return []error{err}
+	}
+	return tenantSidecar(ns).All(ctx, c)
+}
+
+// exercise does what a sidecar of ns with its own user does with Redis (limitercheck), once
+// loader has loaded the functions, and again after every script and function was flushed
+// from primaries and loaded again (the manager's repair; the sidecar loads nothing).
+func exercise(ctx context.Context, c redis.UniversalClient, ns string, loader redis.UniversalClient, primaries ...*redistest.Server) []error {
+	if err := loadFunctions(ctx, loader); err != nil {
+		return []error{err}
+	}
+	reload := func(ctx context.Context) error {
+		if err := redistest.FlushFunctions(primaries...)(ctx); err != nil {
+			return err
+		}
+		return loadFunctions(ctx, loader)
+	}
+	return tenantSidecar(ns).Exercise(ctx, c, reload)
 }
 
 // resetACLLog empties the nodes' ACL LOG.

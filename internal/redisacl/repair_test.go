@@ -71,7 +71,7 @@ func TestRepairAfterRestart(t *testing.T) {
 		t.Fatalf("Repair after the restart: %+v, %v; want a and b set again", res, err)
 	}
 	for ns, p := range pass {
-		if errs := checkAll(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns); len(errs) > 0 {
+		if errs := checkAll(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+ns, p), ns, srv.Client()); len(errs) > 0 {
 			t.Errorf("%s after the repair: %v", ns, errs)
 		}
 	}

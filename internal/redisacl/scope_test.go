@@ -30,20 +30,24 @@ func startTenants(t *testing.T) (srv *redistest.Server, shop, bank redis.Univers
 			t.Fatalf("Ensure %s as %s: %v", ns, adminUser, err)
 		}
 	}
+	if err := loadFunctions(ctx, srv.Client()); err != nil {
+		t.Fatal(err)
+	}
 	shop = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"shop", shopPass)
 	bank = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"bank", bankPass)
 	return srv, shop, bank
 }
 
 // TestTenantOwnChecks: as its own user, a namespace's sidecar runs every algorithm's real
-// script (EVALSHA, the EVAL fallback after SCRIPT FLUSH, idempotent replays, denials), all
-// decided by Redis, and Redis refuses nothing (ACL LOG stays empty).
+// script as the function the manager loaded (FCALL; again after every function was flushed
+// and loaded again), idempotent replays, denials and leases, all decided by Redis, and Redis
+// refuses nothing (ACL LOG stays empty).
 func TestTenantOwnChecks(t *testing.T) {
 	t.Parallel()
 	srv, shop, bank := startTenants(t)
 	ctx := testCtx(t)
 	for ns, c := range map[string]redis.UniversalClient{"shop": shop, "bank": bank} {
-		if errs := exercise(ctx, c, ns, redistest.FlushScripts(srv)); len(errs) > 0 {
+		if errs := exercise(ctx, c, ns, srv.Client(), srv); len(errs) > 0 {
 			t.Errorf("%s's checks as its own user: %v", ns, errors.Join(errs...))
 		}
 	}
@@ -53,9 +57,10 @@ func TestTenantOwnChecks(t *testing.T) {
 }
 
 // TestTenantScope: with shop's credentials, nothing outside shop's keys can be read or
-// written, whether the key is declared in KEYS or only named inside the Lua, and no
-// dangerous command runs, directly or from a script. Every attempt is refused by Redis's
-// ACL (ACL LOG names the key or command) and every canary survives.
+// written, by any command the user is granted (MGET, SET, or the limiter's functions with
+// the key among KEYS), no dangerous command runs, and no code of the user's choosing runs
+// at all (EVAL, EVALSHA, SCRIPT and FUNCTION LOAD are refused). Every attempt is refused by
+// Redis's ACL (ACL LOG names the key or command) and every canary survives.
 func TestTenantScope(t *testing.T) {
 	t.Parallel()
 	srv, shop, _ := startTenants(t)
@@ -86,55 +91,55 @@ func TestTenantScope(t *testing.T) {
 	t.Logf("%d attempts refused by the ACL; %d ACL LOG entries", refused, len(log))
 }
 
-// attackKey tries to read and write key as c, declared in KEYS and only named in the Lua,
-// and fails the test for each attempt Redis does not refuse by ACL. It returns the number
-// of attempts.
+// attackKey tries to read and write key as c with every command the user is granted that
+// takes keys (MGET, SET, and FCALL of the limiter's own functions with key among KEYS), and
+// fails the test for each attempt Redis does not refuse by ACL. It returns the number of
+// attempts.
 func attackKey(ctx context.Context, t *testing.T, c redis.UniversalClient, own, key string) int {
 	t.Helper()
-	attempts := []struct {
-		script string
-		keys   []string
-	}{
-		{"return redis.call('SET', KEYS[1], 'pwned')", []string{key}},
-		{"return redis.call('MGET', KEYS[1])", []string{key}},
-		{"return redis.call('SET', '" + key + "', 'pwned')", []string{own}},
-		{"return redis.call('MGET', KEYS[1], '" + key + "')", []string{own}},
-		{"return redis.call('SET', '" + key + "', 'pwned', 'PX', '1')", nil},
+	fn := limiter.Scripts()[0].Function
+	attempts := [][]any{
+		{"MGET", key}, {"MGET", own, key}, {"SET", key, "pwned"}, {"SET", key, "pwned", "PX", "1"},
+		{"FCALL", fn, "1", key, "1", "60000", "0", "1", "1000"},
+		{"FCALL", fn, "2", own, key, "1", "60000", "0", "1", "1000", "1", "1000"},
 	}
 	for _, a := range attempts {
-		err := c.Eval(ctx, a.script, a.keys).Err()
-		if !refusedByACL(err) {
-			t.Errorf("EVAL %q KEYS %v: %v; want refused by the ACL", a.script, a.keys, err)
+		if err := c.Do(ctx, a...).Err(); !refusedByACL(err) {
+			t.Errorf("%v: %v; want refused by the ACL", a, err)
 		}
 	}
 	return len(attempts)
 }
 
-// attackCommands tries what the user must never run, directly and from Lua.
+// attackCommands tries what the user must never run: commands that change or read the
+// server, other clients or other users, and every way to run code of its own choosing
+// (EVAL, EVALSHA of a cached script, SCRIPT LOAD, FUNCTION LOAD) or to stop the limiter's
+// functions. The user runs only the functions the manager loaded.
 func attackCommands(ctx context.Context, t *testing.T, c redis.UniversalClient, own string) int {
 	t.Helper()
+	loop := "redis.call('SET', KEYS[1], '1') while true do end"
+	lib := "#!lua name=pwn\nredis.register_function('pwn', function(KEYS, ARGV) " + loop + " end)"
 	direct := [][]any{
 		{"GET", own}, {"DEL", own}, {"KEYS", "*"}, {"SCAN", "0"}, {"FLUSHALL"}, {"FLUSHDB"},
-		{"CONFIG", "SET", "maxmemory", "1"}, {"SCRIPT", "FLUSH"}, {"SCRIPT", "LOAD", "return 1"},
-		{"FUNCTION", "FLUSH"}, {"ACL", "SETUSER", prefix + "shop", "+@all", "~*"}, {"ACL", "LIST"},
-		{"ACL", "DELUSER", prefix + "bank"}, {"CLIENT", "KILL", "USER", prefix + "bank"}, {"CLIENT", "LIST"},
-		{"MONITOR"}, {"SUBSCRIBE", "x"}, {"PUBLISH", "x", "y"}, {"SELECT", "1"}, {"INFO"},
-		{"REPLICAOF", "127.0.0.1", "1"}, {"SHUTDOWN", "NOSAVE"},
+		{"CONFIG", "SET", "maxmemory", "1"}, {"CONFIG", "GET", "*"}, {"SCRIPT", "FLUSH"}, {"SCRIPT", "LOAD", "return 1"},
+		{"SCRIPT", "KILL"}, {"SCRIPT", "EXISTS", limiter.Scripts()[0].SHA},
+		{"EVAL", loop, "1", own}, {"EVAL_RO", "return 1", "0"}, {"EVALSHA", limiter.Scripts()[0].SHA, "1", own},
+		{"EVALSHA_RO", limiter.Scripts()[0].SHA, "1", own}, {"FCALL_RO", limiter.Scripts()[0].Function, "1", own},
+		{"FUNCTION", "LOAD", lib}, {"FUNCTION", "LOAD", "REPLACE", lib}, {"FUNCTION", "DELETE", limiter.Scripts()[0].Function},
+		{"FUNCTION", "FLUSH"}, {"FUNCTION", "KILL"}, {"FUNCTION", "LIST"}, {"FUNCTION", "DUMP"}, {"FUNCTION", "RESTORE", "x"},
+		{"ACL", "SETUSER", prefix + "shop", "+@all", "~*"}, {"ACL", "LIST"}, {"ACL", "DELUSER", prefix + "bank"},
+		{"CLIENT", "KILL", "USER", prefix + "bank"}, {"CLIENT", "LIST"}, {"CLIENT", "PAUSE", "100000"},
+		{"CLIENT", "NO-EVICT", "on"}, {"MONITOR"}, {"SUBSCRIBE", "x"}, {"PUBLISH", "x", "y"}, {"SELECT", "1"}, {"INFO"},
+		{"MULTI"}, {"MEMORY", "USAGE", own}, {"OBJECT", "ENCODING", own}, {"PTTL", own},
+		{"EXPIRE", own, "1"}, {"APPEND", own, "x"}, {"SETRANGE", own, "1000000", "x"}, {"LPUSH", own, "x"},
+		{"REPLICAOF", "127.0.0.1", "1"}, {"FAILOVER"}, {"SAVE"}, {"BGSAVE"}, {"SHUTDOWN", "NOSAVE"},
 	}
 	for _, cmd := range direct {
 		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("%v: %v; want NOPERM", cmd, err)
 		}
 	}
-	// (CONFIG, ACL, SCRIPT and the like are refused from scripts whoever runs them.)
-	fromLua := []string{"'FLUSHALL'", "'DEL', KEYS[1]", "'GET', KEYS[1]", "'EXPIRE', KEYS[1], '1'", "'KEYS', '*'",
-		"'UNLINK', KEYS[1]", "'PUBLISH', 'x', 'y'"}
-	for _, call := range fromLua {
-		if err := c.Eval(ctx, "return redis.call("+call+")", []string{own}).Err(); !refusedByACL(err) {
-			t.Errorf("redis.call(%s) from EVAL: %v; want refused by the ACL", call, err)
-		}
-	}
-	return len(direct) + len(fromLua)
+	return len(direct)
 }
 
 // TestTenantPolicyNamingOtherKeys: a policy published in shop whose keys name bank's (what

@@ -34,7 +34,7 @@ func TestSentinelUsers(t *testing.T) {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
 	}
 	sidecar := client(t, redisconn.ModeSentinel, []string{sentinel.Addr()}, a.Name, pa)
-	if errs := checkAll(ctx, sidecar, "a"); len(errs) > 0 {
+	if errs := checkAll(ctx, sidecar, "a", primary.Client()); len(errs) > 0 {
 		t.Fatalf("a's checks through the Sentinel: %v", errs)
 	}
 	l := newLimiter(t, sidecar)

@@ -43,26 +43,33 @@ type User struct {
 	Commands []string
 }
 
-// sidecarCommands are what a sidecar sends, and what the limiter scripts call from Lua
-// (Redis checks commands run by a script against the caller's ACL too): PING (the circuit
-// breaker's probe), EVALSHA (every check), EVAL (the fallback after NOSCRIPT), MGET and SET
-// (the scripts' reads and writes), TIME (the scripts' clock).
-var sidecarCommands = []string{"ping", "evalsha", "eval", "mget", "set", "time"}
+// tenantCommands are what a sidecar with a per-namespace user sends, and what the limiter's
+// functions call from Lua (Redis checks commands a function runs against the caller's ACL
+// too): PING (the circuit breaker's probe), FCALL (every check and lease: the functions the
+// manager loaded), MGET and SET (the functions' reads and writes), TIME (their clock), ROLE
+// and WAIT (a lease call learns its primary's replicas and waits until they hold the lease
+// before spending it). No EVAL, EVALSHA, SCRIPT or FUNCTION LOAD: such a user runs no code
+// of its choosing, only the functions the manager loaded.
+var tenantCommands = []string{"ping", "fcall", "mget", "set", "time", "role", "wait"}
 
 // clusterCommands are what go-redis's Cluster client needs besides: CLUSTER SLOTS for the slot
 // map, COMMAND to route commands by key.
 var clusterCommands = []string{"cluster|slots", "command"}
 
-// SidecarCommands are the commands a sidecar's user needs: on Cluster also CLUSTER SLOTS and
-// COMMAND, and SELECT when the logical database is not 0 (go-redis selects it on every
-// connection).
-func SidecarCommands(cluster bool, db int) []string {
-	out := append([]string(nil), sidecarCommands...)
+// TenantCommands are the commands a namespace's user needs: on Cluster also CLUSTER SLOTS and
+// COMMAND, SELECT when the logical database is not 0 (go-redis selects it on every
+// connection), and EVALSHA (never EVAL) only with allowEvalSHA, while sidecars of a version
+// before functions still run (they find the scripts the manager preloads).
+func TenantCommands(cluster bool, db int, allowEvalSHA bool) []string {
+	out := append([]string(nil), tenantCommands...)
 	if cluster {
 		out = append(out, clusterCommands...)
 	}
 	if db != 0 {
 		out = append(out, "select")
+	}
+	if allowEvalSHA {
+		out = append(out, "evalsha")
 	}
 	return out
 }

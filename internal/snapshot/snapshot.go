@@ -63,6 +63,11 @@ type Redis struct {
 	DB int `json:"db,omitempty"`
 	// TLS says Redis is reached over TLS; which CAs to trust is each sidecar's own setting.
 	TLS bool `json:"tls,omitempty"`
+	// Functions says the manager loads the scripts as Redis functions (FUNCTION LOAD) and
+	// sidecars must call them with FCALL: set with per-namespace users, who may run no
+	// EVAL or EVALSHA. A sidecar built before it existed refuses such a snapshot (its
+	// content hash differs) and keeps its last good one.
+	Functions bool `json:"functions,omitempty"`
 }
 
 // Script is one Lua script and its SHA1.

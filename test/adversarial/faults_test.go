@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 
 // Class: one policy's failing keys taking the node down for everyone (issue 13, item 5).
@@ -35,7 +36,7 @@ func TestOnePolicysFailingKeysAreNoOutage(t *testing.T) {
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	outside := newPolicy("outside", v1alpha1.AlgorithmGCRA, 1000, time.Hour, onPaths("/outside"))
-	r := newRigOn(t, rdb, srv.Addr(), limiter.Options{Pipelining: true}, httpserver.DefaultLimits(),
+	r := newRigOn(t, rdb, snapshottest.Standalone(srv.Addr()), limiter.Options{Pipelining: true}, httpserver.DefaultLimits(),
 		outside, newPolicy("inside", v1alpha1.AlgorithmGCRA, 1000, time.Hour, onPaths("/inside")))
 	if got := r.count(50, http.MethodGet, "/outside", "X-API-Key", "mallory"); got != 0 {
 		t.Fatalf("the failing policy (FailClosed): %d of 50 forwarded, want 0", got)
@@ -58,7 +59,7 @@ func TestLostReplyIsNeverResentOnCluster(t *testing.T) {
 	opts.ContextTimeoutEnabled, opts.MaxRetries, opts.Dialer = true, -1, proxies.Dial
 	cc := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = cc.Close() })
-	r := newRigOn(t, cc, cluster.Addrs()[0], limiter.Options{}, httpserver.DefaultLimits(),
+	r := newRigOn(t, cc, snapshottest.Standalone(cluster.Addrs()[0]), limiter.Options{}, httpserver.DefaultLimits(),
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1000, time.Hour))
 	key := r.store.Current().Rule("api").Policy.Keys("victim", "")[0]
 	// Load the scripts on every primary, as the controller does, so the victim's EVALSHA runs.
@@ -99,7 +100,7 @@ func TestShardRecoversAfterItsPrimaryFailsBack(t *testing.T) {
 	opts.ContextTimeoutEnabled, opts.MaxRetries, opts.ClusterStateReloadInterval = true, -1, 2*time.Second
 	cc := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = cc.Close() })
-	r := newRigOn(t, cc, cluster.Addrs()[0], limiter.Options{Timeout: 200 * time.Millisecond}, httpserver.DefaultLimits(),
+	r := newRigOn(t, cc, snapshottest.Standalone(cluster.Addrs()[0]), limiter.Options{Timeout: 200 * time.Millisecond}, httpserver.DefaultLimits(),
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1_000_000, time.Hour))
 	primary := cluster.Primaries()[0]
 	id := identityOn(t, cluster, r, primary)

@@ -21,6 +21,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
@@ -33,15 +34,16 @@ const ns = "shop"
 type rig struct {
 	t *testing.T
 	// redis and rdb are the standalone server and its client (nil on other topologies).
-	redis     *redistest.Server
-	rdb       *redis.Client
-	redisAddr string
-	store     *engine.Store
-	engine    *engine.Engine
-	proxy     *httptest.Server
-	check     *httptest.Server
-	envoy     *envoyrls.Service
-	upstream  *recorder
+	redis *redistest.Server
+	rdb   *redis.Client
+	// topology is the Redis the snapshots name (and whether its scripts are functions).
+	topology snapshot.Redis
+	store    *engine.Store
+	engine   *engine.Engine
+	proxy    *httptest.Server
+	check    *httptest.Server
+	envoy    *envoyrls.Service
+	upstream *recorder
 }
 
 // recorder is the upstream: it counts the requests it gets and remembers the last one.
@@ -81,14 +83,14 @@ func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, po
 	o.ContextTimeoutEnabled, o.MaxRetries = true, -1 // as redisconn builds it
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := newRigOn(t, rdb, srv.Addr(), opts, limits, policies...)
+	r := newRigOn(t, rdb, snapshottest.Standalone(srv.Addr()), opts, limits, policies...)
 	r.redis, r.rdb = srv, rdb
 	return r
 }
 
-// newRigOn is a sidecar on the Redis client rdb (any topology); redisAddr is what the
+// newRigOn is a sidecar on the Redis client rdb (any topology); topology is what the
 // snapshot names.
-func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts limiter.Options, limits httpserver.Limits,
+func newRigOn(t *testing.T, rdb redis.UniversalClient, topology snapshot.Redis, opts limiter.Options, limits httpserver.Limits,
 	policies ...*v1alpha1.RateLimitPolicy) *rig {
 	t.Helper()
 	if opts.Timeout == 0 {
@@ -99,7 +101,7 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 		t.Fatal(err)
 	}
 	t.Cleanup(lim.Close)
-	r := &rig{t: t, redisAddr: redisAddr, store: &engine.Store{Namespace: ns}, upstream: &recorder{}}
+	r := &rig{t: t, topology: topology, store: &engine.Store{Namespace: ns}, upstream: &recorder{}}
 	r.engine = &engine.Engine{Store: r.store}
 	r.engine.SetLimiter(lim)
 	r.load(policies...)
@@ -119,7 +121,7 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, redisAddr string, opts li
 // sidecar.
 func (r *rig) load(policies ...*v1alpha1.RateLimitPolicy) {
 	r.t.Helper()
-	if err := r.store.Load(snapshottest.Document(r.t, ns, r.redisAddr, policies...), "test"); err != nil {
+	if err := r.store.Load(snapshottest.DocumentFor(r.t, ns, r.topology, policies...), "test"); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -109,6 +109,9 @@ func (a *App) serve(ctx context.Context, srv *servers, fronts []Front) error {
 		if opts.Leases.OnLease == nil {
 			opts.Leases.OnLease = a.Engine.Metrics.LeaseTaken
 		}
+		if opts.Leases.OnUnacknowledged == nil {
+			opts.Leases.OnUnacknowledged = a.Engine.Metrics.LeaseHeld
+		}
 		lim, err := limiter.New(rdb, opts)
 		if err != nil {
 			srv.stop(context.Background())

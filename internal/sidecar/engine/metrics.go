@@ -21,6 +21,7 @@ type Metrics struct {
 	denyCacheHits *prometheus.CounterVec
 	leaseUnits    *prometheus.HistogramVec
 	leaseReturned *prometheus.CounterVec
+	leaseHeld     *prometheus.CounterVec
 	snapshotInfo  *prometheus.GaugeVec
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
@@ -52,6 +53,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}}, []string{"policy"}),
 		leaseReturned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_lease_returned_units_total",
 			Help: "Leased units returned to Redis unspent, by policy."}, []string{"policy"}),
+		leaseHeld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_lease_held_units_total",
+			Help: "Leased units never spent because not every Redis replica acknowledged the lease in time (or ROLE and WAIT were refused: the Redis user needs +role +wait), by policy; Redis decided those checks one by one."},
+			[]string{"policy"}),
 		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
 			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
 		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
@@ -63,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_policies_refused",
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
-	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned,
+	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -199,6 +203,15 @@ func (m *Metrics) LeaseTaken(p *limiter.Policy, granted, returned int64) {
 	if returned > 0 {
 		m.leaseReturned.WithLabelValues(p.Name).Add(float64(returned))
 	}
+}
+
+// LeaseHeld records a lease held unspent (limiter.LeaseOptions.OnUnacknowledged): its units
+// were debited in Redis but not every replica acknowledged them, so none is spent.
+func (m *Metrics) LeaseHeld(p *limiter.Policy, units int64, _ error) {
+	if m == nil {
+		return
+	}
+	m.leaseHeld.WithLabelValues(p.Name).Add(float64(units))
 }
 
 func (m *Metrics) snapshotLoaded(s *Set) {

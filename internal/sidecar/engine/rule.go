@@ -26,8 +26,12 @@ type Rule struct {
 // Name is the policy's name.
 func (r *Rule) Name() string { return r.Spec.Name }
 
-func newRule(namespace string, p snapshot.Entry) (*Rule, error) {
-	compiled, err := p.Compile(namespace)
+// newRule compiles p; functions says the manager loaded the scripts as Redis functions,
+// to be called with FCALL (snapshot.Redis.Functions).
+func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) {
+	spec := p.Config(namespace)
+	spec.Functions = functions
+	compiled, err := limiter.NewPolicy(spec)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}

@@ -59,7 +59,7 @@ func ruleFor(s *snapshot.Snapshot, p snapshot.Entry, prev *Set) (*Rule, error) {
 	if err := p.InScope(s.Prefix()); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
-	return reuseOrCompile(s.Namespace, p, prev)
+	return reuseOrCompile(s.Namespace, s.Redis.Functions, p, prev)
 }
 
 // lastGood is prev's rule named name, when it is still in scope for s, or nil.
@@ -84,13 +84,13 @@ func emptySet(namespace string) *Set {
 	return &Set{Namespace: namespace, byName: map[string]*Rule{}, domains: map[string][]*Rule{}}
 }
 
-func reuseOrCompile(namespace string, p snapshot.Entry, prev *Set) (*Rule, error) {
-	if prev != nil && prev.Namespace == namespace {
+func reuseOrCompile(namespace string, functions bool, p snapshot.Entry, prev *Set) (*Rule, error) {
+	if prev != nil && prev.Namespace == namespace && prev.Redis.Functions == functions {
 		if old := prev.byName[p.Name]; old != nil && old.fingerprint != "" && old.fingerprint == fingerprint(p) {
 			return old, nil
 		}
 	}
-	return newRule(namespace, p)
+	return newRule(namespace, functions, p)
 }
 
 func (s *Set) add(r *Rule) {

@@ -127,7 +127,8 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
+	// With tenancy the scripts are functions too, as cmd/manager sets it up.
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenancy != nil}); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
 	if tenancy != nil {

@@ -192,7 +192,8 @@ func mountSecret(t testing.TB, s *corev1.Secret) string {
 }
 
 // sidecarPolicy is a policy of ns as the controller compiles a default-layout policy (keys
-// "{rl:<ns>/<name>:<identity>}:<limit>"), roomy, failing closed.
+// "{rl:<ns>/<name>:<identity>}:<limit>"), roomy, failing closed, calling its script as the
+// function the manager loads (a namespace's user may call nothing else).
 func sidecarPolicy(t testing.TB, ns, name string) *limiter.Policy {
 	t.Helper()
 	return policyUnder(t, ns, name, "{rl:${namespace}/${policy}:${identity}}")
@@ -203,7 +204,7 @@ func policyUnder(t testing.TB, ns, name, tag string) *limiter.Policy {
 	t.Helper()
 	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: name, Algorithm: limiter.TokenBucket,
 		Limits:   []limiter.Limit{{Name: "per-second", Requests: 1_000_000, Period: time.Second}},
-		StateKey: tag + ":${limit}", TTL: time.Minute, FailureMode: limiter.FailClosed})
+		StateKey: tag + ":${limit}", TTL: time.Minute, FailureMode: limiter.FailClosed, Functions: true})
 	if err != nil {
 		t.Fatal(err)
 	}

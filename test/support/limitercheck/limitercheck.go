@@ -1,9 +1,10 @@
 // Package limitercheck makes the limiter checks a sidecar makes against a real Redis, for
 // the tests of what a Redis user, a TLS setting or a topology lets through: for every
 // algorithm an idempotent admission, its replay and the denial of the exhausted limit,
-// without and with pipelining, a lease taken and returned, then the same after SCRIPT FLUSH
-// (the EVAL fallback), then the breaker's PING. Every decision must come from Redis (or a
-// lease it granted).
+// without and with pipelining, a lease taken (its replicas asked with ROLE and WAIT) and
+// returned, then the same after the scripts were flushed (the EVAL fallback, or for
+// functions the manager's reload), then the breaker's PING. Every decision must come from
+// Redis (or a lease it granted).
 package limitercheck
 
 import (
@@ -26,15 +27,33 @@ var Algorithms = []limiter.Algorithm{limiter.TokenBucket, limiter.SlidingWindow,
 
 var seq atomic.Int64
 
+// Sidecar is what a sidecar of namespace NS runs: policies failing by Mode, their scripts
+// called with EVALSHA (EVAL after NOSCRIPT) or, with Functions, as the functions the
+// manager loaded (FCALL), as sidecars of per-namespace users do.
+type Sidecar struct {
+	// NS is the namespace of the policies.
+	NS string
+	// Mode is their failure mode.
+	Mode limiter.FailureMode
+	// Functions calls the scripts with FCALL.
+	Functions bool
+}
+
 // Policy is a new policy of ns (a fresh name each call) allowing one request an hour,
-// idempotent, with its state and idempotency keys under tag.
+// idempotent, with its state and idempotency keys under tag, calling its script with
+// EVALSHA.
 func Policy(ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag string) (*limiter.Policy, error) {
+	return Sidecar{NS: ns, Mode: mode}.Policy(alg, tag)
+}
+
+// Policy is Policy of the sidecar's namespace, mode and calls.
+func (s Sidecar) Policy(alg limiter.Algorithm, tag string) (*limiter.Policy, error) {
 	name := fmt.Sprintf("%s-%d", strings.ToLower(string(alg)), seq.Add(1))
-	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: name, Algorithm: alg,
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: s.NS, Name: name, Algorithm: alg,
 		Limits:         []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}},
 		StateKey:       tag + ":${limit}:${slot}",
 		IdempotencyKey: tag + ":idem:${requestId}",
-		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: mode})
+		TTL:            2 * time.Hour, IdempotencyTTL: time.Minute, FailureMode: s.Mode, Functions: s.Functions})
 	if err != nil {
 		return nil, fmt.Errorf("%s: NewPolicy: %w", alg, err)
 	}
@@ -45,7 +64,12 @@ func Policy(ns string, alg limiter.Algorithm, mode limiter.FailureMode, tag stri
 // idempotent admission, its replay, and the denial of the exhausted limit, each of which
 // Redis must decide.
 func Algorithm(ctx context.Context, l *limiter.Limiter, ns string, alg limiter.Algorithm, mode limiter.FailureMode) error {
-	p, err := Policy(ns, alg, mode, DefaultTag)
+	return Sidecar{NS: ns, Mode: mode}.Algorithm(ctx, l, alg)
+}
+
+// Algorithm is Algorithm with the sidecar's calls.
+func (s Sidecar) Algorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
+	p, err := s.Policy(alg, DefaultTag)
 	if err != nil {
 		return err
 	}
@@ -63,24 +87,32 @@ func Algorithm(ctx context.Context, l *limiter.Limiter, ns string, alg limiter.A
 	return nil
 }
 
-// Lease takes a lease (the local tier) for a fresh policy of ns with leases on, as a sidecar
-// does for a hot identity, and returns it: the lease script must run (HotRate 1 makes the
-// first check hot, and a Span of 1s asks for a lease of several units) and the check be
-// answered from the lease.
-func Lease(ctx context.Context, c redis.UniversalClient, ns string, alg limiter.Algorithm, mode limiter.FailureMode) error {
-	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Leases: limiter.LeaseOptions{HotRate: 1, Span: time.Second}})
+// Lease takes a lease (the local tier) for a fresh policy with leases on, as a sidecar
+// does for a hot identity, and returns it: the lease script must run with its ROLE and
+// WAIT (HotRate 1 makes the first check hot, and a Span of 1s asks for a lease of several
+// units), and the check be answered from the lease. WAIT may take up to a second: on a
+// loaded test machine a replica can need longer than the production 10ms to acknowledge,
+// and this is about grants, not speed.
+func (s Sidecar) Lease(ctx context.Context, c redis.UniversalClient, alg limiter.Algorithm) error {
+	var held error
+	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Leases: limiter.LeaseOptions{HotRate: 1, Span: time.Second, AckTimeout: time.Second,
+		OnUnacknowledged: func(_ *limiter.Policy, _ int64, cause error) { held = cause }}})
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	p, err := limiter.NewPolicy(limiter.Spec{Namespace: ns, Name: fmt.Sprintf("lease-%s-%d", strings.ToLower(string(alg)), seq.Add(1)),
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: s.NS, Name: fmt.Sprintf("lease-%s-%d", strings.ToLower(string(alg)), seq.Add(1)),
 		Algorithm: alg, Limits: []limiter.Limit{{Name: "hour", Requests: 1000, Period: time.Hour}},
-		StateKey: DefaultTag + ":${limit}", TTL: 2 * time.Hour, FailureMode: mode, Leases: true})
+		StateKey: DefaultTag + ":${limit}", TTL: 2 * time.Hour, FailureMode: s.Mode, Leases: true, Functions: s.Functions})
 	if err != nil {
 		return fmt.Errorf("%s: NewPolicy: %w", alg, err)
 	}
 	if d := l.Check(ctx, p, limiter.Request{Identity: "hot-caller"}); d.Source != limiter.SourceLease || !d.Allowed {
-		return fmt.Errorf("%s: leased check decided by %s (allowed %v): %w", alg, d.Source, d.Allowed, d.Err)
+		why := ""
+		if held != nil {
+			why = "; the lease was held: " + held.Error()
+		}
+		return fmt.Errorf("%s: leased check decided by %s (allowed %v%s): %w", alg, d.Source, d.Allowed, why, d.Err)
 	}
 	if err := l.ReturnLeases(ctx); err != nil {
 		return fmt.Errorf("%s: %w", alg, err)
@@ -91,6 +123,11 @@ func Lease(ctx context.Context, c redis.UniversalClient, ns string, alg limiter.
 // All runs Algorithm on c for every algorithm, without and with pipelining, and Lease, and
 // returns every failure.
 func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode) []error {
+	return Sidecar{NS: ns, Mode: mode}.All(ctx, c)
+}
+
+// All is All with the sidecar's calls.
+func (s Sidecar) All(ctx context.Context, c redis.UniversalClient) []error {
 	var errs []error
 	for _, pipelining := range []bool{false, true} {
 		l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second, Pipelining: pipelining})
@@ -98,14 +135,14 @@ func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.F
 			return append(errs, err)
 		}
 		for _, alg := range Algorithms {
-			if err := Algorithm(ctx, l, ns, alg, mode); err != nil {
+			if err := s.Algorithm(ctx, l, alg); err != nil {
 				errs = append(errs, fmt.Errorf("pipelining=%v: %w", pipelining, err))
 			}
 		}
 		l.Close()
 	}
 	for _, alg := range Algorithms {
-		if err := Lease(ctx, c, ns, alg, mode); err != nil {
+		if err := s.Lease(ctx, c, alg); err != nil {
 			errs = append(errs, fmt.Errorf("lease: %w", err))
 		}
 	}
@@ -116,12 +153,19 @@ func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.F
 // script is missing), the same after flush has emptied the script caches (see
 // redistest.FlushScripts), and the breaker's PING. It returns every failure.
 func Exercise(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode, flush func(context.Context) error) []error {
-	errs := All(ctx, c, ns, mode)
+	return Sidecar{NS: ns, Mode: mode}.Exercise(ctx, c, flush)
+}
+
+// Exercise is Exercise with the sidecar's calls. For Functions, flush stands for what
+// empties Redis of the scripts and has the manager load them again: the sidecar itself
+// loads nothing.
+func (s Sidecar) Exercise(ctx context.Context, c redis.UniversalClient, flush func(context.Context) error) []error {
+	errs := s.All(ctx, c)
 	if err := flush(ctx); err != nil {
-		return append(errs, fmt.Errorf("SCRIPT FLUSH: %w", err))
+		return append(errs, fmt.Errorf("flush: %w", err))
 	}
-	for _, err := range All(ctx, c, ns, mode) {
-		errs = append(errs, fmt.Errorf("after SCRIPT FLUSH: %w", err))
+	for _, err := range s.All(ctx, c) {
+		errs = append(errs, fmt.Errorf("after the flush: %w", err))
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		errs = append(errs, fmt.Errorf("PING: %w", err))

@@ -149,6 +149,23 @@ func FlushScripts(servers ...*Server) func(context.Context) error {
 	}
 }
 
+// FlushFunctions returns a function that empties the servers' script caches and function
+// libraries, as the default user (SCRIPT FLUSH, FUNCTION FLUSH), as a test does to make
+// the manager load them again.
+func FlushFunctions(servers ...*Server) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := FlushScripts(servers...)(ctx); err != nil {
+			return err
+		}
+		for _, s := range servers {
+			if err := s.Client().FunctionFlush(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", s.Addr(), err)
+			}
+		}
+		return nil
+	}
+}
+
 // SecretDir writes files (name to content) into a fresh directory of the test, as the
 // kubelet mounts a Secret's data, and returns the directory.
 func SecretDir(t testing.TB, files map[string]string) string {

@@ -20,8 +20,16 @@ import (
 // link to the primary is up. It is stopped by its PID when the test ends.
 func StartReplica(t testing.TB, primary *Server, opts ...Option) *Server {
 	t.Helper()
+	return StartReplicaVia(t, primary.Port(), opts...)
+}
+
+// StartReplicaVia is StartReplica of the primary reached at Host:port, which may be a relay
+// in front of it (faultproxy.Link).
+func StartReplicaVia(t testing.TB, port int, opts ...Option) *Server {
+	t.Helper()
 	r := StartServer(t, opts...)
-	if _, err := do(r, "REPLICAOF", Host, primary.Port()); err != nil {
+	primary := net.JoinHostPort(Host, strconv.Itoa(port))
+	if _, err := do(r, "REPLICAOF", Host, port); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	err := wait.Poll(formTimeout, formPollInterval, func() error {
@@ -30,12 +38,12 @@ func StartReplica(t testing.TB, primary *Server, opts ...Option) *Server {
 			return err
 		}
 		if !strings.Contains(info, "master_link_status:up") {
-			return fmt.Errorf("%s: link to %s not up yet", r.Addr(), primary.Addr())
+			return fmt.Errorf("%s: link to %s not up yet", r.Addr(), primary)
 		}
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("redistest: replica of %s: %v", primary.Addr(), err)
+		t.Fatalf("redistest: replica of %s: %v", primary, err)
 	}
 	return r
 }

@@ -164,6 +164,26 @@ func (s *Server) Stop() {
 	}
 }
 
+// Freeze stops the server's process where it is (SIGSTOP by its PID) without closing a
+// connection: clients and replicas see a server that answers nothing, as under a long
+// stall; a frozen replica reads nothing of the replication stream. Thaw resumes it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT by its PID).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.tb.Helper()
+	p := s.current()
+	if p == nil || p.exited() {
+		s.tb.Fatalf("redistest: %s: signal %v: not running", s.Addr(), sig)
+		return
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("redistest: %s: signal %v: %v", s.Addr(), sig, err)
+	}
+}
+
 // Restart stops the server if it is still running and starts it again on the same port and
 // directory (so a cluster node keeps its identity), then waits until it answers PING.
 func (s *Server) Restart(t testing.TB) {
@@ -362,6 +382,8 @@ func stopProcess(p *process, grace time.Duration) error {
 		return nil
 	}
 	pid := p.cmd.Process.Pid
+	// A frozen process (Freeze) handles no SIGTERM until it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	if grace > 0 {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return fmt.Errorf("SIGTERM pid %d: %w", pid, err)

@@ -16,12 +16,24 @@ import (
 // redisAddr. A policy the controller would leave out (it does not compile) fails the test.
 func Build(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) *snapshot.Snapshot {
 	t.Helper()
+	return BuildFor(t, namespace, Standalone(redisAddr), policies...)
+}
+
+// Standalone is the topology of the standalone Redis at addr, as the controller publishes it.
+func Standalone(addr string) snapshot.Redis {
+	return snapshot.Redis{Mode: "standalone", Addrs: []string{addr}}
+}
+
+// BuildFor is Build naming the Redis redis (a topology, and whether the scripts are
+// functions).
+func BuildFor(t testing.TB, namespace string, redis snapshot.Redis, policies ...*v1alpha1.RateLimitPolicy) *snapshot.Snapshot {
+	t.Helper()
 	items := make([]v1alpha1.RateLimitPolicy, len(policies))
 	for i, p := range policies {
 		items[i] = *p.DeepCopy()
 		items[i].Namespace = namespace
 	}
-	s, _, err := controller.Build(namespace, snapshot.Redis{Mode: "standalone", Addrs: []string{redisAddr}}, items)
+	s, _, err := controller.Build(namespace, redis, items)
 	if err != nil {
 		t.Fatalf("build snapshot: %v", err)
 	}
@@ -52,7 +64,13 @@ func Entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 // Document is Build's canonical JSON, what the ConfigMap's snapshot.json holds.
 func Document(t testing.TB, namespace, redisAddr string, policies ...*v1alpha1.RateLimitPolicy) []byte {
 	t.Helper()
-	b, err := Build(t, namespace, redisAddr, policies...).Marshal()
+	return DocumentFor(t, namespace, Standalone(redisAddr), policies...)
+}
+
+// DocumentFor is Document naming the Redis redis.
+func DocumentFor(t testing.TB, namespace string, redis snapshot.Redis, policies ...*v1alpha1.RateLimitPolicy) []byte {
+	t.Helper()
+	b, err := BuildFor(t, namespace, redis, policies...).Marshal()
 	if err != nil {
 		t.Fatalf("marshal snapshot: %v", err)
 	}
