@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -71,5 +72,45 @@ func TestLeaseIsNotSpentPastItsWindowAfterWaitingForTheLock(t *testing.T) {
 	defer e.mu.Unlock()
 	if old.next != spent {
 		t.Fatalf("%d checks spent the lease of a window that had ended while they waited for its lock", old.next-spent)
+	}
+}
+
+// The rest of the class: LocalCap, the in-process failure mode, read the clock before taking
+// the identity's window lock, so callers that waited for it across the window's end counted
+// in the old window, and the new window then admitted its whole cap besides. It reads the
+// clock under the lock now.
+func TestLocalCapIsNotSpentPastItsWindowAfterWaitingForTheLock(t *testing.T) {
+	const limit, callers = 100, 50
+	clock := &countingClock{now: time.Now()}
+	c, err := newLocalCap(Spec{FailureMode: LocalCap, LocalCap: &LocalCapConfig{Requests: limit, Period: time.Second, MaxIdentities: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := func(n int) int64 {
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if ok, _, _ := c.take("caller", 1, clock.Now); ok {
+					got.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return got.Load()
+	}
+	admitted(limit / 2) // half of the first window
+	w, _ := c.windows.Get(keylayout.EncodeValue("caller"))
+	w.mu.Lock()
+	reads := clock.reads.Load()
+	stalled := make(chan int64)
+	go func() { stalled <- admitted(callers) }()
+	// Let the callers reach the window's lock (those that read the clock first have).
+	_ = wait.Poll(200*time.Millisecond, time.Millisecond, wait.Cond(func() bool { return clock.reads.Load() >= reads+callers }))
+	clock.advance(2 * time.Second) // the first window has ended
+	w.mu.Unlock()
+	inNewWindow := <-stalled + admitted(2*limit)
+	if inNewWindow > limit {
+		t.Fatalf("%d admitted in the second window, cap %d: callers that waited across its start spent the first window's room", inNewWindow, limit)
 	}
 }

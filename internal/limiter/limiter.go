@@ -251,8 +251,7 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request)
 
 // fallback decides without Redis, by the policy's failure mode.
 func (l *Limiter) fallback(p *Policy, r Request, cause error, b *breaker) Decision {
-	now := l.opts.Now()
-	return p.withoutRedis(r, cause, now, max(b.retryIn(now), time.Second))
+	return p.withoutRedis(r, cause, l.opts.Now, max(b.retryIn(l.opts.Now()), time.Second))
 }
 
 // reloadSlots asks a Cluster client to refresh its slot map, so a promoted replica is found

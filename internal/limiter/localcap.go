@@ -42,18 +42,21 @@ func newLocalCap(c Spec) (*localCap, error) {
 }
 
 // take debits cost for identity and reports whether it fits, with the wait when it does not.
-func (c *localCap) take(identity string, cost int64, now time.Time) (bool, int64, time.Duration) {
+// The clock is read once the identity's window is locked: a caller that waited for the lock
+// across the window's end must count in the new window, not spend the old one's room.
+func (c *localCap) take(identity string, cost int64, clock func() time.Time) (bool, int64, time.Duration) {
 	identity = keylayout.EncodeValue(identity)
 	w, ok := c.windows.Get(identity)
 	if !ok {
-		w = &localWindow{start: now}
+		w = &localWindow{}
 		if prev, found, _ := c.windows.PeekOrAdd(identity, w); found {
 			w = prev
 		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if now.Sub(w.start) >= c.period {
+	now := clock()
+	if w.start.IsZero() || now.Sub(w.start) >= c.period {
 		w.start, w.count = now, 0
 	}
 	if w.count+cost > c.requests {

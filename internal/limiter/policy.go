@@ -400,16 +400,17 @@ const fingerprintBytes = 16
 // A FailClosed denial says to retry in a second.
 func (p *Policy) WithoutRedis(r Request, cause error) Decision {
 	r.Cost = max(r.Cost, 1)
-	return p.withoutRedis(r, cause, time.Now(), time.Second)
+	return p.withoutRedis(r, cause, time.Now, time.Second)
 }
 
-// withoutRedis is the failure mode's decision; FailClosed denials wait retry.
-func (p *Policy) withoutRedis(r Request, cause error, now time.Time, retry time.Duration) Decision {
+// withoutRedis is the failure mode's decision; FailClosed denials wait retry. LocalCap reads
+// clock once it holds the identity's window.
+func (p *Policy) withoutRedis(r Request, cause error, clock func() time.Time, retry time.Duration) Decision {
 	switch p.FailureMode {
 	case FailClosed:
 		return Decision{Allowed: false, RetryAfter: retry, Source: SourceFailClosed, Err: cause}
 	case LocalCap:
-		ok, rem, wait := p.local.take(r.Identity, r.Cost, now)
+		ok, rem, wait := p.local.take(r.Identity, r.Cost, clock)
 		return Decision{Allowed: ok, Remaining: rem, Limit: p.local.requests, RetryAfter: wait,
 			Source: SourceLocalCap, Err: cause}
 	default:
