@@ -99,6 +99,7 @@ is left out so the binary's default applies. */}}
 {{- with $v.redis.tenantUsers.userPrefix }}{{ $a = append $a (printf "--redis-tenant-user-prefix=%s" .) }}{{ end -}}
 {{- with $v.redis.tenantUsers.rotationPeriod }}{{ $a = append $a (printf "--redis-tenant-rotation-period=%s" .) }}{{ end -}}
 {{- with $v.redis.tenantUsers.passwordGrace }}{{ $a = append $a (printf "--redis-tenant-password-grace=%s" .) }}{{ end -}}
+{{- if $v.redis.tenantUsers.allowEvalSHA }}{{ $a = append $a "--redis-tenant-allow-evalsha" }}{{ end -}}
 {{- with $v.gatewayAPI.implementations }}{{ $a = append $a (printf "--gateway-implementations=%s" .) }}{{ end -}}
 {{- with $v.gatewayAPI.extAuthService }}{{ $a = append $a (printf "--gateway-extauthz-service=%s" .) }}{{ end -}}
 {{- with $v.gatewayAPI.extAuthPort }}{{ $a = append $a (printf "--gateway-extauthz-port=%v" .) }}{{ end -}}
