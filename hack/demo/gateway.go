@@ -31,7 +31,8 @@ func (d *demo) gateway(ctx context.Context) error {
 	return nil
 }
 
-// startCaddy runs caddy with the shipped Caddyfile, its addresses from the environment.
+// startCaddy runs caddy with the shipped Caddyfile, its addresses from the environment. It
+// serves the host the demo's client names it by, its loopback address.
 func (d *demo) startCaddy(ctx context.Context) error {
 	bin, err := exec.LookPath("caddy")
 	if err != nil {
@@ -49,7 +50,7 @@ func (d *demo) startCaddy(ctx context.Context) error {
 	}
 	conf := filepath.Join(kube.RepoRoot(), "config", "gateways", "caddy", "Caddyfile")
 	p, err := d.startProcEnv("caddy", []string{"HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
-		"LISTEN_PORT=" + port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR=" + d.addrs.forwardAuth, "UPSTREAM_ADDR=" + d.addrs.upstream},
+		"SERVED_HOSTS=127.0.0.1", "LISTEN_PORT=" + port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR=" + d.addrs.forwardAuth, "UPSTREAM_ADDR=" + d.addrs.upstream},
 		bin, "run", "--adapter", "caddyfile", "--config", conf)
 	if err != nil {
 		return err

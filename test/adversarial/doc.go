@@ -39,4 +39,15 @@
 // and by the sidecar (TestTenantCannotNameAnotherNamespacesKeys, tenancy); what Redis itself
 // refuses a namespace's own credentials is proved in internal/redisacl and
 // test/integration/controller.
+//
+// Issue 25 (item 6, host-scoped policies behind a catch-all gateway), one case each:
+//
+//   - a Host gateways and upstreams read differently, as an empty label, a second port or
+//     percent-encoding (TestHostsUpstreamsReadDifferentlyAreRefused, hosts)
+//   - a host the gateway does not serve, or a spelling of the limited one, reaching the app
+//     unlimited through real Caddy and nginx with the shipped configs
+//     (test/e2e/gateways TestHostSpellingsThroughRealProxies)
+//   - an absolute request target routed by its host while ingress-nginx tells the limiter the
+//     Host header (test/e2e/gateways TestIngressNginxJudgesTheRoutedHost;
+//     internal/sidecar/forwardauth TestRoutedHostIsJudged)
 package adversarial

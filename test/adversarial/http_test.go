@@ -1,7 +1,6 @@
 package adversarial
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/rawhttp"
 )
 
 // Class: a path spelled so the limiter and the upstream disagree about which resource it
@@ -49,26 +49,11 @@ func TestPathSpellingsCannotWalkAroundALimit(t *testing.T) {
 // status.
 func (r *rig) rawGet(t *testing.T, target string, headers ...string) int {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(r.proxy.URL, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	req := "GET " + target + " HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n"
-	for _, h := range headers {
-		req += h + "\r\n"
-	}
-	if _, err := fmt.Fprint(conn, req+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("%s: %v", target, err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return rawhttp.Send(t, r.proxyAddr(), append([]string{"GET " + target + " HTTP/1.1", "Host: shop.example"}, headers...)...).Status
 }
+
+// proxyAddr is the proxy's host:port.
+func (r *rig) proxyAddr() string { return strings.TrimPrefix(r.proxy.URL, "http://") }
 
 // Class: headers the limiter and the upstream read differently (issue 13, item 9). An
 // identity header sent twice was judged by its first value while an upstream may read the
@@ -119,7 +104,7 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 // closed it (after perhaps answering) within wait.
 func (r *rig) heldOpen(t *testing.T, partial string, wait time.Duration) (closed bool) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(r.proxy.URL, "http://"), 5*time.Second)
+	conn, err := net.DialTimeout("tcp", r.proxyAddr(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,3 +7,6 @@ import "context"
 func (g *Engine) DecideUntraced(ctx context.Context, front string, r *Rule, c Check) Outcome {
 	return g.decideMetered(ctx, front, r, c)
 }
+
+// CanonicalHost is canonicalHost, for its table test.
+var CanonicalHost = canonicalHost

@@ -17,10 +17,10 @@ func requestFingerprint(parts ...string) string {
 	return b.String()
 }
 
-// httpFingerprint describes an HTTP request for idempotency: its method, host (without port,
-// lower-cased), path and query, as the policies were matched on.
+// httpFingerprint describes an HTTP request for idempotency: its method, host (as
+// canonicalHost gave it), path and query, as the policies were matched on.
 func httpFingerprint(method, host, path, query string) string {
-	return requestFingerprint(method, hostOnly(host), path, query)
+	return requestFingerprint(method, host, path, query)
 }
 
 // descriptorFingerprint describes an Envoy request for idempotency: its domain and every

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"net"
 	"net/http"
 	"strings"
 
@@ -9,12 +8,22 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 )
 
-// MatchHTTP returns the rules governing an HTTP request, in name order. path is the
-// request's normalized path (httppath.ParseTarget); method is the request method as sent,
-// and overrides the methods the request asks the upstream to run instead (methodOverrides):
-// a policy selecting any of them governs the request.
+// MatchHTTP returns the rules governing an HTTP request, in name order. host is the
+// request's host as sent, read by canonicalHost (a host it refuses matches only the policies
+// naming no host; PlanHTTP refuses such a request instead). path is the request's normalized
+// path (httppath.ParseTarget); method is the request method as sent, and overrides the
+// methods the request asks the upstream to run instead (methodOverrides): a policy selecting
+// any of them governs the request.
 func (s *Set) MatchHTTP(host string, path httppath.Path, method string, overrides ...string) []*Rule {
-	host = hostOnly(host)
+	canonical, err := canonicalHost(host)
+	if err != nil {
+		canonical = ""
+	}
+	return s.matchHTTP(canonical, path, method, overrides)
+}
+
+// matchHTTP is MatchHTTP on a host canonicalHost gave.
+func (s *Set) matchHTTP(host string, path httppath.Path, method string, overrides []string) []*Rule {
 	methods := append([]string{upperASCII(method)}, overrides...)
 	var out []*Rule
 	for _, r := range s.http {
@@ -86,7 +95,7 @@ func anyMethodMatches(selected []v1alpha1.HTTPMethod, methods []string) bool {
 	return false
 }
 
-// hostMatches compares a lower-cased host without port to patterns; "*.x" matches subdomains of x.
+// hostMatches compares a host canonicalHost gave to patterns; "*.x" matches subdomains of x.
 func hostMatches(patterns []string, host string) bool {
 	if len(patterns) == 0 {
 		return true
@@ -151,14 +160,6 @@ func hasEntry(entries []DescriptorEntry, w v1alpha1.DescriptorMatch) bool {
 		}
 	}
 	return false
-}
-
-// hostOnly lower-cases a Host header value and drops its port.
-func hostOnly(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 func lowerAll(in []string) []string {

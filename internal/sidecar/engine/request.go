@@ -20,7 +20,9 @@ var ErrRepeatedHeader = errors.New("sent on several field lines, so the limiter 
 type HTTPRequest struct {
 	// Method is the request method as sent.
 	Method string
-	// Host is the Host header as sent (any port, any case).
+	// Host is the request's host as sent (any port, any case): the Host header, or the
+	// host the gateway routed on. One that is not a host name (canonicalHost) makes the
+	// request a bad request.
 	Host string
 	// Path is the request target's normalized path (httppath.ParseTarget).
 	Path httppath.Path
@@ -34,15 +36,19 @@ type HTTPRequest struct {
 }
 
 // PlanHTTP matches r and reads every matched rule's check (identity, cost and request id)
-// before any is decided, so a bad or ambiguous header fails the request without debiting
-// anything. checks is parallel to rules, as DecideAll takes them.
+// before any is decided, so a bad host or an ambiguous header fails the request without
+// debiting anything. checks is parallel to rules, as DecideAll takes them.
 func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error) {
+	host, err := canonicalHost(r.Host)
+	if err != nil {
+		return nil, nil, err
+	}
 	overrides, err := methodOverrides(r.Header)
 	if err != nil {
 		return nil, nil, err
 	}
-	rules = s.MatchHTTP(r.Host, r.Path, r.Method, overrides...)
-	fp := httpFingerprint(strings.Join(append([]string{strings.ToUpper(r.Method)}, overrides...), " "), r.Host, r.Path.String(), r.Query)
+	rules = s.matchHTTP(host, r.Path, r.Method, overrides)
+	fp := httpFingerprint(strings.Join(append([]string{strings.ToUpper(r.Method)}, overrides...), " "), host, r.Path.String(), r.Query)
 	checks = make([]Check, len(rules))
 	for i, rule := range rules {
 		c, err := rule.HTTPCheck(r.Header, r.Peer)

@@ -88,8 +88,8 @@ func wantOneDenialLogged(t *testing.T, h *harness, policy, identity string) {
 }
 
 // TestCheckRoutes: policies decide by host, path and method; every spelling of a path is
-// judged as that path; an unmatched request is admitted without headers; an encoded slash is
-// refused.
+// judged as that path; an unmatched request is admitted without headers; an encoded slash,
+// and a host that is not a host name, are refused.
 func TestCheckRoutes(t *testing.T) {
 	h := start(t, limiter.Options{},
 		sidecartest.Policy("reads", 1, func(s *v1alpha1.RateLimitPolicySpec) {
@@ -117,6 +117,7 @@ func TestCheckRoutes(t *testing.T) {
 		want429(t, spelling+" after /api/x", h.check(t, request{path: spelling, header: []string{"X-API-Key", key}}))
 	}
 	want400(t, "encoded slash", h.check(t, request{path: "/api%2Fx", header: []string{"X-API-Key", "k2"}}))
+	want400(t, "empty label in the host", h.check(t, request{host: "shop.example..", path: "/api/x", header: []string{"X-API-Key", "k2"}}))
 	wantOK(t, "after the refusal", h.check(t, request{path: "/api/x", header: []string{"X-API-Key", "k2"}}), true)
 }
 

@@ -17,8 +17,11 @@
 //	           copies this answer to the client as it is
 //
 //	/v1/auth-request   nginx auth_request, ingress-nginx auth-url
-//	    original request: X-Original-URL (scheme://host/path?query, as
-//	    "$scheme://$http_host$request_uri") and X-Original-Method
+//	    original request: X-Original-URL (scheme://host/path?query: the shipped
+//	    nginx.conf writes "$scheme://$host$request_uri", ingress-nginx
+//	    "$scheme://$http_host$request_uri") and X-Original-Method; the auth request's own
+//	    query parameter host, when the proxy's configuration writes one
+//	    ("/v1/auth-request?host=$host"), replaces X-Original-URL's host
 //	    admit: 200 with RateLimit and RateLimit-Policy
 //	    deny:  403 with the same headers and body as the 429 above: auth_request turns any
 //	           status but 2xx, 401 and 403 into a 500, so the denial travels as 403 and the
@@ -28,7 +31,20 @@
 // one sent on several field lines is answered 400 too, as is any header the policies read
 // (engine.ErrRepeatedHeader). A path the reverse proxy would refuse (an encoded "/", a dot
 // segment that escapes the root) is answered 400; "//api/x" and "/API/x" are matched as the
-// proxy matches them (package httppath). Before the first snapshot the answer is 503.
+// proxy matches them (package httppath). So is a host that is not a host name
+// ("shop.example..", percent-encoded); "SHOP.example.:8443" is shop.example. Before the
+// first snapshot the answer is 503.
+//
+// # Host
+//
+// The host judged must be the one the proxy routed on: the policies' match.http.hosts hold
+// only where the proxy sends each host to its own app and refuses hosts it does not serve (the
+// shipped Caddyfile and nginx.conf answer them 421). A request whose target is absolute
+// ("GET http://shop.example/ HTTP/1.1") is routed by that target's host, whatever its Host
+// header says: Caddy and Traefik (Go's server) send that host as X-Forwarded-Host, nginx
+// names it $host, which the shipped nginx.conf writes into X-Original-URL. ingress-nginx
+// writes the Host header ($http_host) there instead, so its recipe adds ?host=$host to the
+// auth-url.
 //
 // # Client address
 //

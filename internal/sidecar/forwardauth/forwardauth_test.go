@@ -216,3 +216,24 @@ func TestRedisDownFailureModes(t *testing.T) {
 func onPaths(s *v1alpha1.RateLimitPolicySpec) {
 	s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/"}}}
 }
+
+// The host an auth request's own query states (ingress-nginx's auth-url "?host=$host", the
+// host nginx routed on) is the host judged, whatever X-Original-URL's host (the client's Host
+// header) says; an empty or repeated one, or a host that is not a host name, is refused 400.
+func TestRoutedHostIsJudged(t *testing.T) {
+	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("shop", 1, func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Match.HTTP = []v1alpha1.HTTPMatch{{Hosts: []string{"shop.example"}}}
+	}))
+	url := front(t, rig.Engine, loopback) + forwardauth.AuthRequestPath
+	forged := []string{"X-Original-URL", "http://elsewhere.example/api", "X-Original-Method", "GET", "X-Forwarded-For", "203.0.113.7", "X-API-Key", "k"}
+	for i, want := range []int{http.StatusOK, http.StatusForbidden} {
+		if resp, body := ask(t, http.MethodGet, url+"?host=shop.example", forged...); resp.StatusCode != want {
+			t.Errorf("request %d routed to shop.example with Host elsewhere.example: %d %q, want %d", i, resp.StatusCode, body, want)
+		}
+	}
+	for _, q := range []string{"?host=", "?host=shop.example&host=elsewhere.example", "?host=shop.example..", "?host=shop%2eexample"} {
+		if resp, body := ask(t, http.MethodGet, url+q, forged...); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "host") {
+			t.Errorf("%s: %d %q, want 400 naming the host", q, resp.StatusCode, body)
+		}
+	}
+}

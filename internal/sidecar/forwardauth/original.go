@@ -1,6 +1,7 @@
 package forwardauth
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,7 +29,8 @@ type original struct {
 
 // forwardAuthRequest reads the original request from Caddy's and Traefik's X-Forwarded-*
 // headers.
-func forwardAuthRequest(h http.Header) (original, error) {
+func forwardAuthRequest(r *http.Request) (original, error) {
+	h := r.Header
 	var o original
 	var err error
 	if o.method, err = required(h, headerForwardedMethod); err != nil {
@@ -42,8 +44,10 @@ func forwardAuthRequest(h http.Header) (original, error) {
 }
 
 // authRequestRequest reads the original request from nginx's X-Original-URL
-// (scheme://host/path?query) and X-Original-Method.
-func authRequestRequest(h http.Header) (original, error) {
+// (scheme://host/path?query) and X-Original-Method. A host query parameter of the auth
+// request itself (routedHost) replaces X-Original-URL's host.
+func authRequestRequest(r *http.Request) (original, error) {
+	h := r.Header
 	var o original
 	var err error
 	if o.method, err = required(h, headerOriginalMethod); err != nil {
@@ -64,10 +68,41 @@ func authRequestRequest(h http.Header) (original, error) {
 			o.target = "/" + o.target
 		}
 	}
-	if o.host == "" {
+	routed, ok, err := routedHost(r.URL.RawQuery)
+	switch {
+	case err != nil:
+		return o, err
+	case ok:
+		o.host = routed
+	case o.host == "":
 		return o, fmt.Errorf("header X-Original-URL: %q names no host", raw)
 	}
 	return o, nil
+}
+
+// routedHost is the host query parameter of an auth request, as sent (not decoded): the host
+// the proxy routed the original request on, in the URL its configuration writes
+// ("/v1/auth-request?host=$host"), where the client writes nothing. ingress-nginx fills
+// X-Original-URL from the Host header ($http_host), while nginx routes a request whose target
+// is absolute ("GET http://shop.example/ HTTP/1.1") by that target's host, whatever its
+// Host header says. Empty or repeated is an error.
+func routedHost(rawQuery string) (host string, ok bool, err error) {
+	var found []string
+	for field := range strings.SplitSeq(rawQuery, "&") {
+		if v, isHost := strings.CutPrefix(field, "host="); isHost {
+			found = append(found, v)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return "", false, nil
+	case len(found) > 1:
+		return "", false, errors.New("query parameter host: sent more than once")
+	case found[0] == "":
+		return "", false, errors.New("query parameter host: empty (the proxy's $host)")
+	default:
+		return found[0], true, nil
+	}
 }
 
 // required is the one value of header name: missing, empty or repeated is an error naming it.

@@ -79,7 +79,7 @@ func (g *gate) allows(remote string) bool {
 type judge struct {
 	engine *engine.Engine
 	log    logr.Logger
-	read   func(http.Header) (original, error)
+	read   func(*http.Request) (original, error)
 	deny   int
 }
 
@@ -96,7 +96,7 @@ func (j *judge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answer writes the answer to r and returns its status, its result for the span and how
 // many policies were decided.
 func (j *judge) answer(ctx context.Context, w http.ResponseWriter, r *http.Request) (status int, result string, decided int) {
-	req, err := j.request(r.Header)
+	req, err := j.request(r)
 	if err != nil {
 		j.log.V(1).Info("refused a forward-auth request", "path", r.URL.Path, "reason", err.Error())
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
@@ -128,12 +128,12 @@ func (j *judge) refuse(w http.ResponseWriter, d *engine.Outcome, fields []rateli
 	w.WriteHeader(j.deny)
 	// text/plain naming a policy and a limit (DNS labels), never anything of the request;
 	// the error is ignored as the proxy may be gone.
-	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) //nolint:gosec // G705: see above
+	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d))
 }
 
-// request is the original request the auth request h describes, as the engine reads it.
-func (j *judge) request(h http.Header) (*engine.HTTPRequest, error) {
-	o, err := j.read(h)
+// request is the original request the auth request r describes, as the engine reads it.
+func (j *judge) request(r *http.Request) (*engine.HTTPRequest, error) {
+	o, err := j.read(r)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (j *judge) request(h http.Header) (*engine.HTTPRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	header, peer, err := originalHeader(h)
+	header, peer, err := originalHeader(r.Header)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ const (
 	namespace = "shop"
 	// host is the site the policies match; other hosts are never limited.
 	host = "shop.example"
+	// servedHosts are the hosts the proxies serve (SERVED_HOSTS, SERVER_NAMES): host and
+	// another site no policy names. Every other host is answered 421.
+	servedHosts = host + " other.example"
 	// startWait bounds the wait for a process to answer.
 	startWait = 30 * time.Second
 )
@@ -55,6 +58,7 @@ type rig struct {
 	upstream string // the upstream's address
 	hits     atomic.Int64
 	seen     atomic.Pointer[http.Header] // the last request's header at the upstream
+	seenHost atomic.Pointer[string]      // and its Host
 	// stopSidecar stops the sidecar by its PID.
 	stopSidecar func()
 }
@@ -64,8 +68,9 @@ func startRig(t *testing.T, sidecar string) *rig {
 	r := &rig{redis: redistest.StartServer(t)}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.hits.Add(1)
-		h := req.Header.Clone()
+		h, host := req.Header.Clone(), req.Host
 		r.seen.Store(&h)
+		r.seenHost.Store(&host)
 		w.Header().Set("RateLimit", "the app's own, must be replaced")
 		_, _ = io.WriteString(w, "upstream "+req.Method+" "+req.URL.Path)
 	}))

@@ -28,9 +28,9 @@ const (
 // serviceHost is the cluster DNS name of config/service's Service in appNamespace.
 const serviceHost = serviceName + "." + appNamespace + ".svc.cluster.local"
 
-// checkServiceURL: raw is http://<the Service>:<port>/<path>, with port the Service's
-// forward-auth port.
-func checkServiceURL(t *testing.T, what, raw, path string) {
+// checkServiceURL: raw is http://<the Service>:<port>/<path>?<query>, with port the
+// Service's forward-auth port.
+func checkServiceURL(t *testing.T, what, raw, path, query string) {
 	t.Helper()
 	r := renderService(t)
 	u, err := url.Parse(raw)
@@ -38,8 +38,8 @@ func checkServiceURL(t *testing.T, what, raw, path string) {
 		t.Fatalf("%s %q: %v", what, raw, err)
 	}
 	port := strconv.Itoa(int(r.servicePort(t, forwardAuthName).Port))
-	if u.Scheme != "http" || u.Hostname() != serviceHost || u.Port() != port || u.Path != path || u.RawQuery != "" {
-		t.Errorf("%s %q: want http://%s:%s%s", what, raw, serviceHost, port, path)
+	if u.Scheme != "http" || u.Hostname() != serviceHost || u.Port() != port || u.Path != path || u.RawQuery != query {
+		t.Errorf("%s %q: want http://%s:%s%s?%s", what, raw, serviceHost, port, path, query)
 	}
 }
 
@@ -195,11 +195,13 @@ func TestEnvoyGatewayReferenceGrant(t *testing.T) {
 }
 
 // TestIngressNginxAuthURL: the Ingress's auth-url is the Service's /v1/auth-request on the
-// forward-auth port, and the RateLimit headers reach the upstream.
+// forward-auth port, stating the host nginx routed on (?host=$host: X-Original-URL carries
+// the Host header, which an absolute request target overrides), and the RateLimit headers
+// reach the upstream.
 func TestIngressNginxAuthURL(t *testing.T) {
 	var ing networkingv1.Ingress
 	render(t, ingressNginxDir).decode(t, "Ingress", "echo", &ing)
-	checkServiceURL(t, "auth-url", ing.Annotations["nginx.ingress.kubernetes.io/auth-url"], "/v1/auth-request")
+	checkServiceURL(t, "auth-url", ing.Annotations["nginx.ingress.kubernetes.io/auth-url"], "/v1/auth-request", "host=$host")
 	headers := strings.Split(ing.Annotations["nginx.ingress.kubernetes.io/auth-response-headers"], ",")
 	for _, h := range []string{"RateLimit", "RateLimit-Policy"} {
 		if !slices.Contains(headers, h) {
@@ -226,7 +228,7 @@ func TestTraefikForwardAuthAddress(t *testing.T) {
 	}
 	render(t, traefikDir).decode(t, "Middleware", "ratelimit", &mw)
 	fa := mw.Spec.ForwardAuth
-	checkServiceURL(t, "forwardAuth address", fa.Address, "/v1/forward-auth")
+	checkServiceURL(t, "forwardAuth address", fa.Address, "/v1/forward-auth", "")
 	if fa.TrustForwardHeader {
 		t.Errorf("trustForwardHeader: a client could choose the X-Forwarded-For it is counted as")
 	}

@@ -65,6 +65,10 @@ func start(name, addr, dir string, cmd *exec.Cmd) (*process, error) {
 	}
 }
 
+// servedHost is the host the proxies serve: the bench's client names them by their loopback
+// address.
+const servedHost = "127.0.0.1"
+
 // startCaddy runs the shipped Caddyfile with its environment pointing at front and upstream.
 func startCaddy(ctx context.Context, root, front, upstream string) (*process, error) {
 	bin, err := exec.LookPath("caddy")
@@ -79,7 +83,7 @@ func startCaddy(ctx context.Context, root, front, upstream string) (*process, er
 	cmd := exec.CommandContext(ctx, bin, "run", "--adapter", "caddyfile", "--config", filepath.Join(root, "config/gateways/caddy/Caddyfile"))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"LISTEN_PORT="+port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR="+front, "UPSTREAM_ADDR="+upstream)
+		"SERVED_HOSTS="+servedHost, "LISTEN_PORT="+port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR="+front, "UPSTREAM_ADDR="+upstream)
 	return start("caddy", addr, dir, cmd)
 }
 
@@ -102,7 +106,8 @@ func startNginx(ctx context.Context, root, front, upstream string) (*process, er
 		return nil, fmt.Errorf("nginx.conf: %w", err)
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	text := strings.NewReplacer("${LISTEN_ADDR}", addr, "${SIDECAR_ADDR}", front, "${UPSTREAM_ADDR}", upstream).Replace(string(tmpl))
+	text := strings.NewReplacer("${LISTEN_ADDR}", addr, "${SERVER_NAMES}", servedHost, "${SIDECAR_ADDR}", front,
+		"${UPSTREAM_ADDR}", upstream).Replace(string(tmpl))
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("nginx.conf: %w", err)
