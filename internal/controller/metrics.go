@@ -12,6 +12,8 @@ var (
 	snapshotWrites     = counterVec("ratelimit_snapshot_writes_total", "Snapshot ConfigMap writes, by operation (create, update, delete).", "op")
 	scriptLoads        = counter("ratelimit_script_loads_total", "Lua scripts loaded into Redis (SCRIPT LOAD of a missing script on a primary).")
 	scriptLoadFailures = counter("ratelimit_script_load_failures_total", "Rounds of script checking or loading that failed to reach Redis.")
+	foreignLibraries   = gauge("ratelimit_redis_foreign_function_libraries",
+		"Redis function libraries on the primaries that are not the limiter's (with per-namespace users, who may FCALL any function): should be 0.")
 
 	tenantUsers     = gauge("ratelimit_redis_tenant_users", "Per-namespace Redis ACL users the manager keeps on every node.")
 	tenantRotations = counter("ratelimit_redis_tenant_password_rotations_total",

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +49,7 @@ type ScriptLoader struct {
 	lastErr   error
 	lastRound time.Time
 	changed   chan event.GenericEvent
+	foreign   []string // function libraries not the limiter's, as last reported
 }
 
 // Changed delivers an event whenever the scripts' loaded state changes; the policy
@@ -173,18 +177,24 @@ func (l *ScriptLoader) record(ok bool, err error) {
 func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
 	var mu sync.Mutex
 	total := 0
+	foreign := map[string]bool{}
 	each := func(ctx context.Context, c *redis.Client) error {
 		n, err := ensureOn(ctx, c)
+		var others []string
 		if err == nil && l.Functions {
 			var f int
-			f, err = ensureFunctionsOn(ctx, c)
+			f, others, err = ensureFunctionsOn(ctx, c)
 			n += f
 		}
 		mu.Lock()
 		total += n
+		for _, o := range others {
+			foreign[o] = true
+		}
 		mu.Unlock()
 		return err
 	}
+	defer func() { l.reportForeign(foreign) }()
 	var err error
 	switch c := l.Client.(type) {
 	case *redis.ClusterClient:
@@ -226,13 +236,24 @@ func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
 }
 
 // ensureFunctionsOn loads, as its own function library, every script missing on one node or
-// held there with other code, and returns how many it loaded. One FUNCTION LIST answers for
-// all of them; a library is named by its script's SHA, so libraries of other versions (the
-// sidecars of a rolling upgrade may still call them) are left alone.
-func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, error) {
+// held there with other code, and returns how many it loaded, with the libraries the node
+// holds that are not the limiter's. Two FUNCTION LISTs answer for all of them; a library is
+// named by its script's SHA, so libraries of other versions (the sidecars of a rolling
+// upgrade may still call them) are left alone.
+func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, []string, error) {
+	all, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result()
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: FUNCTION LIST: %w", c.Options().Addr, err)
+	}
+	var foreign []string
+	for _, lib := range all {
+		if !strings.HasPrefix(lib.Name, limiter.FunctionPrefix) {
+			foreign = append(foreign, lib.Name)
+		}
+	}
 	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*", WithCode: true}).Result()
 	if err != nil {
-		return 0, fmt.Errorf("%s: FUNCTION LIST: %w", c.Options().Addr, err)
+		return 0, foreign, fmt.Errorf("%s: FUNCTION LIST: %w", c.Options().Addr, err)
 	}
 	have := make(map[string]string, len(libs))
 	for _, lib := range libs {
@@ -245,9 +266,25 @@ func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, error) {
 			continue
 		}
 		if err := c.FunctionLoadReplace(ctx, s.Library()).Err(); err != nil {
-			return loaded, fmt.Errorf("%s: FUNCTION LOAD %s (%s): %w", c.Options().Addr, s.Function, s.Name, err)
+			return loaded, foreign, fmt.Errorf("%s: FUNCTION LOAD %s (%s): %w", c.Options().Addr, s.Function, s.Name, err)
 		}
 		loaded++
 	}
-	return loaded, nil
+	return loaded, foreign, nil
+}
+
+// reportForeign publishes the function libraries other than the limiter's found on the
+// primaries, and logs when that set changes: a namespace's user may FCALL any function on
+// the server, so a library loaded by other software is code every tenant can run.
+func (l *ScriptLoader) reportForeign(found map[string]bool) {
+	names := slices.Sorted(maps.Keys(found))
+	foreignLibraries.Set(float64(len(names)))
+	l.mu.Lock()
+	changed := !slices.Equal(names, l.foreign)
+	l.foreign = names
+	l.mu.Unlock()
+	if changed && len(names) > 0 {
+		l.Log.Info("Redis holds function libraries that are not the limiter's; every namespace's user may call them (FCALL): give the limiter a Redis of its own, or delete them",
+			"libraries", names)
+	}
 }

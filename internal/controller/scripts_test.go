@@ -116,7 +116,8 @@ func waitLoaded(t *testing.T, rdb *redis.Client) {
 // its own function library, named by its SHA, with exactly the code the sidecars expect; it
 // loads them again after FUNCTION FLUSH, restores a library whose code was replaced, leaves
 // other versions' libraries alone, and the primary's replica receives them (a failover
-// finds them there).
+// finds them there). A library of other software, which every namespace's user could call,
+// is reported (ratelimit_redis_foreign_function_libraries).
 func TestScriptLoaderLoadsFunctions(t *testing.T) {
 	s := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, s)
@@ -158,6 +159,16 @@ func TestScriptLoaderLoadsFunctions(t *testing.T) {
 	load("with another version's library")
 	if n, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "0*"}).Result(); err != nil || len(n) != 1 {
 		t.Fatalf("another version's library: %v, %v; want it left alone", n, err)
+	}
+	if n := metricValue(t, foreignLibraries); n != 0 {
+		t.Fatalf("ratelimit_redis_foreign_function_libraries %v with only the limiter's libraries", n)
+	}
+	if err := rdb.FunctionLoad(ctx, "#!lua name=other_software\nredis.register_function('loop', function() while true do end end)").Err(); err != nil {
+		t.Fatal(err)
+	}
+	load("beside another software's library")
+	if n := metricValue(t, foreignLibraries); n != 1 {
+		t.Fatalf("ratelimit_redis_foreign_function_libraries %v; want 1: a library every tenant may call", n)
 	}
 }
 

@@ -40,6 +40,29 @@
 // refuses a namespace's own credentials is proved in internal/redisacl and
 // test/integration/controller.
 //
+// Issue 25 (trust II: a tenant holding only its own sidecar's credentials, on a Redis shared
+// with other namespaces; the tenant rig, tenants_rig_test.go, runs the manager's own code
+// for users and functions on a redis-server configured as the Security model asks):
+//
+//   - a script that writes and never ends, stalling Redis for every tenant
+//     (TestTenantCannotStallRedisWithAScript, tenants)
+//   - the EVAL script cache filled past maxmemory (TestTenantCannotFillTheScriptCache)
+//   - the limiter's own functions made to loop by their arguments
+//     (TestTenantCannotMakeTheLimitersFunctionsLoop; every script's shape check in
+//     internal/limiter TestScriptsRefuseShapesTheyWereNotWrittenFor)
+//   - every granted command family tried for a stall, memory outside the tenant's keys or
+//     another namespace's keys: huge commands and replies, WAIT forever, FCALL_RO
+//     (TestTenantsGrantedCommandsStayInTheirLane)
+//   - leases over-admitting across a failover with a lagging replica, and a lease or a local
+//     cap spent after its window ended while its caller waited for the lock: these need the
+//     limiter's internals (its lease lock, a replica whose stream is withheld) and live in
+//     internal/limiter (TestLeasesAddNothingAFailoverLoses,
+//     TestLeaseIsNotSpentPastItsWindowAfterWaitingForTheLock,
+//     TestLocalCapIsNotSpentPastItsWindowAfterWaitingForTheLock)
+//
+// Beyond the issue's list: another tenant's callers read from key names, keyspace events,
+// MONITOR, CLIENT LIST or SLOWLOG (TestTenantCannotSeeOtherTenantsCallers).
+//
 // Issue 25 (item 6, host-scoped policies behind a catch-all gateway), one case each:
 //
 //   - a Host gateways and upstreams read differently, as an empty label, a second port or

@@ -37,9 +37,11 @@ const (
 	userPrefix    = "ratelimit-ns-"
 )
 
-// tenantRedisArgs are the redis.conf settings of a Redis shared by tenants (docs/operations.md).
+// tenantRedisArgs are the redis.conf settings of a Redis shared by tenants (docs/operations.md),
+// and a short busy-reply-threshold, so that a stalled server shows at once.
 var tenantRedisArgs = []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction",
-	"--maxmemory-clients", "8mb", "--client-output-buffer-limit", "normal 8mb 2mb 10", "--busy-reply-threshold", "100"}
+	"--maxmemory-clients", "8mb", "--client-output-buffer-limit", "normal 8mb 2mb 10", "--proto-max-bulk-len", "1mb",
+	"--busy-reply-threshold", "100"}
 
 // tenants is the shared Redis, as its operator and the manager set it up.
 type tenants struct {
