@@ -23,22 +23,28 @@ type hostileShape struct {
 	args []any
 }
 
+// shapeLimits are n limits of ARGV (10 per minute each).
+func shapeLimits(n int) []any {
+	out := make([]any, 0, 2*n)
+	for range n {
+		out = append(out, "10", "60000000")
+	}
+	return out
+}
+
+// shapeKeys are n keys under tag.
+func shapeKeys(tag string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s:%d", tag, i)
+	}
+	return out
+}
+
 // checkShapes are calls of the check scripts with shapes they were not written for.
 func checkShapes(tag string) []hostileShape {
-	limits := func(n int) []any {
-		out := make([]any, 0, 2*n)
-		for range n {
-			out = append(out, "10", "60000000")
-		}
-		return out
-	}
-	keys := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s:%d", tag, i)
-		}
-		return out
-	}
+	limits := shapeLimits
+	keys := func(n int) []string { return shapeKeys(tag, n) }
 	base := []any{"1", "60000", "0"}
 	idem := []any{"1", "60000", "60000", strings.Repeat("f", 16), "3"}
 	return []hostileShape{
@@ -56,20 +62,8 @@ func checkShapes(tag string) []hostileShape {
 
 // leaseShapes are calls of the lease scripts with shapes they were not written for.
 func leaseShapes(tag string) []hostileShape {
-	limits := func(n int) []any {
-		out := make([]any, 0, 2*n)
-		for range n {
-			out = append(out, "10", "60000000")
-		}
-		return out
-	}
-	keys := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s:%d", tag, i)
-		}
-		return out
-	}
+	limits := shapeLimits
+	keys := func(n int) []string { return shapeKeys(tag, n) }
 	head := func(prev, kind, share string) []any { return []any{"5", "60000", "2", prev, kind, share} }
 	return []hostileShape{
 		{"nine limits", keys(10), append(head("-1", "f", "4"), limits(9)...)},

@@ -39,6 +39,16 @@ func attackCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// newAttack is the tenant rig with shop's sidecar enforcing a roomy policy (decided by
+// Redis before the attack) and the attacker's client.
+func newAttack(t *testing.T) (*tenants, *rig, redis.UniversalClient) {
+	t.Helper()
+	ts := newTenants(t, ns, attackerNS)
+	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
+	requireVictimDecidedByRedis(t, r, "nothing")
+	return ts, r, ts.of(attackerNS)
+}
+
 // noperm fails unless err is Redis's ACL refusal.
 func noperm(t *testing.T, what string, err error) {
 	t.Helper()
@@ -52,10 +62,7 @@ func noperm(t *testing.T, what string, err error) {
 // SCRIPT KILL answering UNKILLABLE). A namespace's user may now run no code of its choosing:
 // EVAL, EVALSHA, SCRIPT LOAD and FUNCTION LOAD are refused, so no such script can start.
 func TestTenantCannotStallRedisWithAScript(t *testing.T) {
-	ts := newTenants(t, ns, attackerNS)
-	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
-	requireVictimDecidedByRedis(t, r, "nothing")
-	attacker := ts.of(attackerNS)
+	_, r, attacker := newAttack(t)
 	loop := "redis.call('SET', KEYS[1], '1') while true do end"
 	own := []string{"{rl:" + attackerNS + "/x}"}
 	noperm(t, "EVAL of a script that never ends", attacker.Eval(attackCtx(t), loop, own).Err())
@@ -69,10 +76,8 @@ func TestTenantCannotStallRedisWithAScript(t *testing.T) {
 // bodies took used_memory_scripts_eval to 124 MB past a 64 MB maxmemory, never refused, and
 // another namespace's next check got OOM). Now no body reaches the cache.
 func TestTenantCannotFillTheScriptCache(t *testing.T) {
-	ts := newTenants(t, ns, attackerNS)
-	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
+	ts, r, attacker := newAttack(t)
 	before := scriptMemory(t, ts)
-	attacker := ts.of(attackerNS)
 	pad := strings.Repeat("x", 8<<10)
 	for i := range 500 {
 		if err := attacker.Eval(attackCtx(t), "return '"+pad+strconv.Itoa(i)+"'", nil).Err(); err == nil {
@@ -87,13 +92,18 @@ func TestTenantCannotFillTheScriptCache(t *testing.T) {
 
 // scriptMemory is used_memory_scripts_eval, read as the harness's default user.
 func scriptMemory(t *testing.T, ts *tenants) int64 {
+	return memoryField(t, ts, "used_memory_scripts_eval")
+}
+
+// memoryField is a number of INFO memory, read as the harness's default user.
+func memoryField(t *testing.T, ts *tenants, field string) int64 {
 	t.Helper()
 	info, err := ts.srv.Client().Info(context.Background(), "memory").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory_scripts_eval:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -101,7 +111,7 @@ func scriptMemory(t *testing.T, ts *tenants) int64 {
 			return n
 		}
 	}
-	t.Fatalf("INFO memory has no used_memory_scripts_eval:\n%s", info)
+	t.Fatalf("INFO memory has no %s:\n%s", field, info)
 	return 0
 }
 
@@ -109,9 +119,7 @@ func scriptMemory(t *testing.T, ts *tenants) int64 {
 // were not written for (a hundred thousand limits), are refused before any loop, and
 // the victim keeps being decided by Redis.
 func TestTenantCannotMakeTheLimitersFunctionsLoop(t *testing.T) {
-	ts := newTenants(t, ns, attackerNS)
-	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
-	attacker := ts.of(attackerNS)
+	_, r, attacker := newAttack(t)
 	for _, s := range limiter.AllScripts() {
 		const limits = 100000
 		args := []any{"FCALL", s.Function, "2", "{rl:" + attackerNS + "/x}:a", "{rl:" + attackerNS + "/x}:b", "5", "60000", "2", "-1", "f", "4"}
@@ -130,12 +138,10 @@ func TestTenantCannotMakeTheLimitersFunctionsLoop(t *testing.T) {
 // an attacker would, neither blocks Redis, grows memory outside the attacker's keys, nor
 // touches the victim's keys; the victim keeps being decided by Redis after each.
 func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
-	ts := newTenants(t, ns, attackerNS)
-	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
+	ts, r, attacker := newAttack(t)
 	requireVictimDecidedByRedis(t, r, "nothing")
 	victimKey := "{rl:" + ns + "/api:alice}:limit"
 	own := "{rl:" + attackerNS + "/x}:a"
-	attacker := ts.of(attackerNS)
 	fn := limiter.Scripts()[0].Function
 	for _, step := range []struct {
 		name string
@@ -237,24 +243,7 @@ func manyKeys(n int) []string {
 }
 
 // clientMemory is mem_clients_normal of INFO memory: what Redis holds for clients' buffers.
-func clientMemory(t *testing.T, ts *tenants) int64 {
-	t.Helper()
-	info, err := ts.srv.Client().Info(context.Background(), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "mem_clients_normal:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO memory has no mem_clients_normal:\n%s", info)
-	return 0
-}
+func clientMemory(t *testing.T, ts *tenants) int64 { return memoryField(t, ts, "mem_clients_normal") }
 
 // requireNoSlowCommand fails when SLOWLOG holds a command that ran longer than limit: one
 // that held Redis's single thread, and so every tenant, that long.
@@ -282,10 +271,7 @@ func requireNoSlowCommand(t *testing.T, ts *tenants, limit time.Duration) {
 // monitoring commands or listing clients would expose another namespace's callers. Every
 // such command is refused to a namespace's user.
 func TestTenantCannotSeeOtherTenantsCallers(t *testing.T) {
-	ts := newTenants(t, ns, attackerNS)
-	r := ts.sidecar(newPolicy("api", v1alpha1.AlgorithmFixedWindow, 1000, time.Hour))
-	requireVictimDecidedByRedis(t, r, "nothing")
-	attacker := ts.of(attackerNS)
+	_, _, attacker := newAttack(t)
 	for _, cmd := range [][]any{
 		{"SCAN", "0"}, {"KEYS", "*"}, {"RANDOMKEY"}, {"DBSIZE"}, {"CLIENT", "LIST"}, {"CLIENT", "INFO"},
 		{"MONITOR"}, {"SLOWLOG", "GET"}, {"LATENCY", "LATEST"}, {"INFO", "keyspace"}, {"MEMORY", "STATS"},
