@@ -43,6 +43,10 @@ var tenantRedisArgs = []string{"--maxmemory", "64mb", "--maxmemory-policy", "noe
 	"--maxmemory-clients", "8mb", "--client-output-buffer-limit", "normal 8mb 2mb 10", "--proto-max-bulk-len", "1mb",
 	"--busy-reply-threshold", "100"}
 
+// tenantCommands are what the manager grants a namespace's user, with every optional grant
+// (Cluster's CLUSTER SLOTS and COMMAND, SELECT), so that the attacks try them all.
+var tenantCommands = redisacl.TenantCommands(true, 1, false)
+
 // tenants is the shared Redis, as its operator and the manager set it up.
 type tenants struct {
 	t         *testing.T
@@ -70,7 +74,7 @@ func newTenants(t *testing.T, namespaces ...string) *tenants {
 			t.Fatal(err)
 		}
 		user := redisacl.User{Name: userPrefix + ns, PasswordHashes: []string{redisacl.HashPassword(password)},
-			KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(false, 0, false)}
+			KeyPatterns: []string{pattern}, Commands: tenantCommands}
 		if err := users.Ensure(ctx, user); err != nil {
 			t.Fatalf("user of %s: %v", ns, err)
 		}

@@ -134,9 +134,10 @@ func TestTenantCannotMakeTheLimitersFunctionsLoop(t *testing.T) {
 	requireVictimDecidedByRedis(t, r, "hostile shapes")
 }
 
-// Done-when of issue 25: every command family a namespace's user is granted, tried the way
-// an attacker would, neither blocks Redis, grows memory outside the attacker's keys, nor
-// touches the victim's keys; the victim keeps being decided by Redis after each.
+// Done-when of issue 25: every command family a namespace's user is granted (with every
+// optional grant: Cluster's CLUSTER SLOTS and COMMAND, SELECT), tried the way an attacker
+// would, neither blocks Redis, grows memory outside the attacker's keys, nor touches the
+// victim's keys; the victim keeps being decided by Redis after each.
 func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
 	ts, r, attacker := newAttack(t)
 	requireVictimDecidedByRedis(t, r, "nothing")
@@ -188,6 +189,30 @@ func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
 			return attacker.Do(ctx, "WAIT", "1", "0").Err()
 		}, anyAnswer},
 		{"ROLE", func(ctx context.Context) error { return attacker.Do(ctx, "ROLE").Err() }, wantNil},
+		{"COMMAND DOCS, 20 times", func(ctx context.Context) error {
+			for range 20 {
+				if err := attacker.Do(ctx, "COMMAND", "DOCS").Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, wantNil},
+		{"COMMAND GETKEYS of an MGET of 20 000 keys", func(ctx context.Context) error {
+			args := []any{"COMMAND", "GETKEYS", "MGET"}
+			for _, k := range manyKeys(20000) {
+				args = append(args, k)
+			}
+			return attacker.Do(ctx, args...).Err()
+		}, wantNil},
+		{"CLUSTER SLOTS", func(ctx context.Context) error { return attacker.Do(ctx, "CLUSTER", "SLOTS").Err() }, anyAnswer},
+		{"SELECT of another database, and a write there", func(ctx context.Context) error {
+			c := attacker.(*redis.Client).Conn() //nolint:forcetypeassert // standalone
+			defer func() { _ = c.Close() }()
+			if err := c.Select(ctx, 1).Err(); err != nil {
+				return err
+			}
+			return c.Set(ctx, victimKey, "0", 0).Err()
+		}, wantNOPERM},
 		{"TIME", func(ctx context.Context) error { return attacker.Time(ctx).Err() }, wantNil},
 	} {
 		if err := step.want(step.run(attackCtx(t))); err != nil {
