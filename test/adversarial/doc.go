@@ -39,4 +39,13 @@
 // and by the sidecar (TestTenantCannotNameAnotherNamespacesKeys, tenancy); what Redis itself
 // refuses a namespace's own credentials is proved in internal/redisacl and
 // test/integration/controller.
+//
+// Issue 25 (what tenants share):
+//
+//   - Redis memory, which has no per-user quota: one tenant filling it gets another's
+//     counters evicted and its exhausted identities admitted again with allkeys-lru, and the
+//     manager's memory monitor must report it (CountersEvictable) and name the tenant
+//     holding keys without a TTL; with noeviction none is admitted, FailClosed deciding on
+//     OOM (TestEvictableCountersReadmitAndAreReported, TestNoEvictionNeverReadmits,
+//     memory_eviction)
 package adversarial
