@@ -98,9 +98,9 @@ type RateLimitPolicyStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are the policy's current state: Ready, Published, ScriptsLoaded and, while
-	// the policy cannot be published without a change, Stalled; each with the generation it
-	// was computed for.
+	// conditions are the policy's current state: Ready, Published, ScriptsLoaded,
+	// CountersProtected and, while the policy cannot be published without a change,
+	// Stalled; each with the generation it was computed for.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -1,7 +1,8 @@
 package v1alpha1
 
 // Condition types a RateLimitPolicy reports, each with the generation it was computed for.
-// Ready and Stalled are derived from Published; ScriptsLoaded stands on its own.
+// Ready and Stalled are derived from Published; ScriptsLoaded and CountersProtected stand
+// on their own.
 const (
 	// ConditionReady is True when the policy is accepted (it compiles) and this generation
 	// is published to its namespace's snapshot, so every sidecar enforces it. It does not
@@ -11,6 +12,19 @@ const (
 	// ConditionScriptsLoaded is True when the policy's scripts are loaded on every Redis
 	// primary; False with reason RedisUnavailable while Redis cannot be reached.
 	ConditionScriptsLoaded = "ScriptsLoaded"
+	// ConditionCountersProtected says whether Redis keeps the policy's counters. True
+	// (reason CountersProtected) when every node bounds memory (maxmemory,
+	// maxmemory-clients) and evicts nothing (maxmemory-policy noeviction: a full Redis then
+	// answers with OOM, and the failure mode decides), and the namespace's key scope holds no
+	// key without a TTL. False with the worst finding as reason: CountersEvictable (some
+	// other maxmemory-policy: every limiter key has a TTL, so volatile-* policies evict
+	// counters too, and an evicted counter admits again), MemoryUnbounded (maxmemory 0),
+	// ClientMemoryUnbounded (maxmemory-clients 0), ForeignKeys (keys without a TTL in the
+	// namespace's scope, which the limiter never writes: the namespace's Redis credentials
+	// did). Unknown until checked (NotChecked), or when the manager's Redis user lacks the
+	// ACL rules to read the settings (MissingGrants, naming them) or a node does not answer
+	// (RedisUnavailable). Like ScriptsLoaded it does not gate Ready.
+	ConditionCountersProtected = "CountersProtected"
 	// ConditionPublished is True when the policy is in its namespace's sidecar snapshot.
 	ConditionPublished = "Published"
 	// ConditionStalled is present, and True, only while the controller cannot publish the

@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -48,6 +49,7 @@ type options struct {
 	keyPrefix     string
 	redis         redisconn.Options
 	tenancy       tenancyOptions
+	memory        memoryOptions
 	gateway       gatewayOptions
 	zap           zap.Options
 }
@@ -80,6 +82,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
 	o.redis.BindFlags(fs)
 	o.tenancy.bind(fs)
+	o.memory.bind(fs)
 	o.gateway.bind(fs)
 	o.zap.BindFlags(fs)
 }
@@ -95,18 +98,29 @@ func main() {
 	}
 }
 
-func run(o options) error {
-	log := ctrl.Log.WithName("setup")
+// validate reports the first bad flag, by name.
+func (o *options) validate() error {
 	if err := o.redis.Validate(); err != nil {
 		return fmt.Errorf("redis flags: %w", err)
 	}
 	if err := keylayout.ValidatePrefix(o.keyPrefix); err != nil {
 		return fmt.Errorf("--key-prefix: %w", err)
 	}
-	rules := policy.Rules{KeyPrefix: o.keyPrefix}
 	if err := o.tenancy.validate(); err != nil {
 		return fmt.Errorf("tenancy flags: %w", err)
 	}
+	if err := o.memory.validate(); err != nil {
+		return fmt.Errorf("redis memory flags: %w", err)
+	}
+	return nil
+}
+
+func run(o options) error {
+	log := ctrl.Log.WithName("setup")
+	if err := o.validate(); err != nil {
+		return err
+	}
+	rules := policy.Rules{KeyPrefix: o.keyPrefix}
 	gateway, err := o.gateway.config()
 	if err != nil {
 		return err
@@ -116,19 +130,23 @@ func run(o options) error {
 		return fmt.Errorf("redis client: %w", err)
 	}
 	defer func() { _ = rdb.Close() }()
+	// Every node, replicas included: per-namespace users and the memory checks visit each.
+	nodes, closeNodes, err := redisacl.NodesOf(rdb, o.redis)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeNodes() }() // exiting: nothing to do about a close error
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), managerOptions(o))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules, Gateway: gateway,
-		Functions: o.tenancy.enabled}); err != nil {
+		Functions: o.tenancy.enabled, Memory: o.memory.monitor(nodes, o.tenancy.usersPrefix())}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
-	closeTenancy, err := o.tenancy.setup(mgr, rdb, o.redis, o.scriptResync, o.keyPrefix)
-	if err != nil {
+	if err := o.tenancy.setup(mgr, nodes, o.redis, o.scriptResync, o.keyPrefix); err != nil {
 		return err
 	}
-	defer closeTenancy()
 	if o.webhooks {
 		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)
@@ -147,7 +165,7 @@ func run(o options) error {
 	}
 	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
 		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr, "webhooks", o.webhooks,
-		"tenantUsers", o.tenancy.enabled)
+		"tenantUsers", o.tenancy.enabled, "memoryCheckInterval", o.memory.interval)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

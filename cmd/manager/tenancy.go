@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,44 +68,25 @@ func (t *tenancyOptions) addCache(byObject map[client.Object]cache.ByObject) {
 	}
 }
 
-// setup registers the per-namespace users when enabled, and returns what to close at exit.
-func (t *tenancyOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient, ro redisconn.Options, resync time.Duration,
-	keyPrefix string) (func(), error) {
+// setup registers the per-namespace users on nodes when enabled.
+func (t *tenancyOptions) setup(mgr ctrl.Manager, nodes redisacl.Nodes, ro redisconn.Options, resync time.Duration,
+	keyPrefix string) error {
 	if !t.enabled {
-		return func() {}, nil
+		return nil
 	}
-	nodes, closeNodes, err := redisNodes(rdb, ro)
-	if err != nil {
-		return nil, err
-	}
-	err = controller.SetupTenancy(mgr, controller.TenancyOptions{Nodes: nodes, Topology: ro.Topology(),
+	err := controller.SetupTenancy(mgr, controller.TenancyOptions{Nodes: nodes, Topology: ro.Topology(),
 		SecretName: t.secretName, UserPrefix: t.userPrefix, RotationPeriod: t.rotationPeriod, Grace: t.grace,
 		Resync: resync, KeyPrefix: keyPrefix, AllowEvalSHA: t.allowEvalSHA})
 	if err != nil {
-		closeNodes()
-		return nil, fmt.Errorf("--redis-tenant-*: %w", err)
+		return fmt.Errorf("--redis-tenant-*: %w", err)
 	}
-	return closeNodes, nil
+	return nil
 }
 
-// redisNodes reaches every node: the server; every node of a Cluster; the primary and
-// replicas the Sentinels name. Each is dialled with the same TLS and credentials.
-func redisNodes(rdb redis.UniversalClient, ro redisconn.Options) (redisacl.Nodes, func(), error) {
-	opts, err := ro.NodeOptions()
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis nodes: %w", err)
+// usersPrefix is the prefix of the per-namespace users' names; "" without them.
+func (t *tenancyOptions) usersPrefix() string {
+	if !t.enabled {
+		return ""
 	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		n := &redisacl.ClusterNodes{Cluster: c, Options: opts}
-		return n, func() { _ = n.Close() }, nil // exiting: nothing to do about a close error
-	case *redis.Client:
-		if ro.Mode == redisconn.ModeSentinel {
-			n := &redisacl.SentinelNodes{Sentinels: ro.Addrs, MasterName: ro.MasterName, Options: opts}
-			return n, func() { _ = n.Close() }, nil
-		}
-		return redisacl.ServerNodes(c), func() {}, nil
-	default:
-		return nil, nil, fmt.Errorf("redis nodes: unsupported client %T", rdb)
-	}
+	return t.userPrefix
 }

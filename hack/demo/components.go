@@ -66,8 +66,11 @@ func (d *demo) launchRedis() (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Memory as docs/operations.md recommends for a Redis shared by tenants: policies report
+	// CountersProtected=True.
 	return d.startProc("redis", "redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", d.dir}, users...)...)
+		"--save", "", "--appendonly", "no", "--dir", d.dir,
+		"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"}, users...)...)
 }
 
 // restartRedis brings Redis back (for --stay).

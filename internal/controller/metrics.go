@@ -22,6 +22,10 @@ var (
 		"Per-namespace Redis users set again on a node that had lost or altered them (one per user and node).")
 	tenantFailures = counter("ratelimit_redis_tenant_user_failures_total",
 		"Changes or checks of per-namespace Redis users that did not reach every node (retried).")
+
+	// memoryMetrics are the Redis memory monitor's: every node's memory settings and
+	// findings, and each namespace's keys (redismemory).
+	memoryMetrics = register(&monitorCollector{})
 )
 
 func register[C prometheus.Collector](c C) C {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -26,6 +27,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -37,8 +39,9 @@ const RedisRetry = 5 * time.Second
 
 // PolicyReconciler turns a RateLimitPolicy into running state and reports it: compiled with
 // the webhook's own rules, present in the namespace's snapshot (Published, and so Ready),
-// scripts loaded on every primary (ScriptsLoaded, which does not gate Ready). Writing the
-// snapshot is the SnapshotReconciler's job (coalesced per namespace).
+// scripts loaded on every primary (ScriptsLoaded), and whether Redis keeps its counters
+// (CountersProtected); neither of the last two gates Ready. Writing the snapshot is the
+// SnapshotReconciler's job (coalesced per namespace).
 type PolicyReconciler struct {
 	client.Client
 	// Scripts keeps the Lua scripts loaded.
@@ -54,9 +57,13 @@ type PolicyReconciler struct {
 	Gateways *GatewayAPI
 	// DataPlane keeps the gateways' SecurityPolicies and AuthorizationPolicies; nil for none.
 	DataPlane *DataPlane
+	// Memory assesses whether Redis keeps the counters (CountersProtected); nil for none.
+	Memory *redismemory.Monitor
 
-	ready   conditionTracker // Ready; feeds ratelimit_policies{ready}
-	scripts conditionTracker // ScriptsLoaded
+	memoryChanged chan event.GenericEvent // the monitor's assessment changed
+	ready         conditionTracker        // Ready; feeds ratelimit_policies{ready}
+	scripts       conditionTracker        // ScriptsLoaded
+	memory        conditionTracker        // CountersProtected
 }
 
 // +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitpolicies,verbs=get;list;watch;update
@@ -92,6 +99,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 // evaluate sets every condition and says when to look again.
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
+	r.setCountersProtected(p)
 	compiled, errs := r.Rules.Build(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
@@ -164,9 +172,10 @@ func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLim
 	}
 }
 
-// patchStatus writes the status if it changed, then emits an event when Ready flipped, and
-// when ScriptsLoaded turned RedisUnavailable or came back from it (Ready does not follow
-// Redis, so this is the policy's only event about an outage). Events follow a successful
+// patchStatus writes the status if it changed, then emits an event when Ready flipped, when
+// ScriptsLoaded turned RedisUnavailable or came back from it (Ready does not follow Redis,
+// so this is the policy's only event about an outage), and when CountersProtected turned
+// False (a Warning naming the finding), changed finding, or came back True. Events follow a successful
 // write (a failed one is retried, and would announce twice) and are compared with what this
 // process last wrote, not only with the cached object, which may not show that write yet.
 func (r *PolicyReconciler) patchStatus(ctx context.Context, before, p *v1alpha1.RateLimitPolicy) error {
@@ -175,6 +184,12 @@ func (r *PolicyReconciler) patchStatus(ctx context.Context, before, p *v1alpha1.
 			return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
 		}
 	}
+	r.announce(before, p)
+	return nil
+}
+
+// announce emits patchStatus's events for the transitions from before to p.
+func (r *PolicyReconciler) announce(before, p *v1alpha1.RateLimitPolicy) {
 	key := client.ObjectKeyFromObject(p)
 	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionReady); ok && r.ready.transition(key, p.UID, was, now) {
 		r.event(p, now)
@@ -183,7 +198,10 @@ func (r *PolicyReconciler) patchStatus(ctx context.Context, before, p *v1alpha1.
 		(now.Reason == ReasonRedisUnavailable || was != nil && was.Reason == ReasonRedisUnavailable) {
 		r.event(p, now)
 	}
-	return nil
+	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionCountersProtected); ok && r.memory.transition(key, p.UID, was, now) &&
+		(now.Status == metav1.ConditionFalse || was != nil && was.Status == metav1.ConditionFalse) && now.Status != metav1.ConditionUnknown {
+		r.event(p, now)
+	}
 }
 
 // conditionPair is a condition before and after a reconcile; ok is false when it is not set.
@@ -208,12 +226,14 @@ func (r *PolicyReconciler) event(p *v1alpha1.RateLimitPolicy, c *metav1.Conditio
 func (r *PolicyReconciler) forget(key types.NamespacedName) {
 	r.ready.forget(key)
 	r.scripts.forget(key)
+	r.memory.forget(key)
 }
 
 // problemReasons are the reasons worth a Warning event; the others (PublishPending, seen by
 // every new or changed policy for a moment, and the recoveries) are Normal.
 var problemReasons = map[string]bool{
 	ReasonInvalidPolicy: true, ReasonRedisUnavailable: true, ReasonSnapshotTooLarge: true,
+	ReasonCountersEvictable: true, ReasonMemoryUnbounded: true, ReasonClientMemoryUnbounded: true, ReasonForeignKeys: true,
 }
 
 // finalize lets a deleted policy go once its namespace's published snapshot no longer
@@ -248,6 +268,9 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Policies are independent; 4 workers shorten a bulk apply's time to Ready
 		// (docs/benchmarks.md, "Measurements behind the defaults").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	if r.memoryChanged != nil {
+		b = b.WatchesRawSource(source.Channel(r.memoryChanged, handler.EnqueueRequestsFromMapFunc(r.allPolicies)))
+	}
 	return r.watchAttachments(b).Complete(r)
 }
 

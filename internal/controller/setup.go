@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -30,6 +31,11 @@ type Config struct {
 	// sidecars call them with FCALL (snapshot.Redis.Functions): what per-namespace Redis
 	// users, who may run no EVAL or EVALSHA, need.
 	Functions bool
+	// Memory, when set, is the Redis memory monitor to run (leader only): Setup adds it to
+	// the manager, sets its OnChange (and its KeyPrefix from Rules and its Log when unset),
+	// exports its metrics, and reports its assessment in every policy's CountersProtected
+	// condition. Nil: no policy has that condition.
+	Memory *redismemory.Monitor
 }
 
 // GatewayConfig is how attached policies reach the gateways' data planes.
@@ -81,6 +87,13 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
 		Recorder: recorder, Rules: cfg.Rules, Gateways: gateways, DataPlane: dataPlane,
 		ready: conditionTracker{gauge: policiesByReady}}
+	if cfg.Memory != nil {
+		changed, err := setupMemory(mgr, cfg.Memory, cfg.Rules.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		policies.Memory, policies.memoryChanged = cfg.Memory, changed
+	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
 	}

@@ -25,8 +25,7 @@ const DefaultTenantGrace = 5 * time.Minute
 
 // TenancyOptions configure per-namespace Redis users (SetupTenancy).
 type TenancyOptions struct {
-	// Nodes are every node of the Redis deployment (redisacl.ClientNodes, or
-	// redisacl.SentinelNodes in Sentinel mode). Required.
+	// Nodes are every node of the Redis deployment (redisacl.NodesOf). Required.
 	Nodes redisacl.Nodes
 	// Topology is the Redis the sidecars reach: Cluster adds CLUSTER SLOTS and COMMAND to
 	// the users' commands, a database other than 0 adds SELECT.

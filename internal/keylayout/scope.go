@@ -46,3 +46,23 @@ func InScope(t *Template, prefix string) error {
 	return fmt.Errorf("%q must begin with %q: every key of a policy lives under its namespace's prefix, so no policy can name another namespace's keys or keys outside the prefix; for example %q",
 		t, start, start+"${"+VarPolicy+"}:${"+VarIdentity+"}}:${"+VarLimit+"}")
 }
+
+// NamespaceOf is the namespace whose scope key lies in, for prefix: "shop" for
+// "{rl:shop/orders:alice}:per-second". ok is false for a key in no namespace's scope: one
+// not beginning with "{<prefix>", or whose text up to the first '/' is no namespace name (a
+// DNS label, which EncodeValue leaves as it is). It is ScopeOf's inverse: NamespaceOf(prefix,
+// ScopeOf(prefix, ns)+rest) is ns for every namespace ns.
+func NamespaceOf(prefix, key string) (ns string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "{"+prefix)
+	if !ok {
+		return "", false
+	}
+	ns, _, ok = strings.Cut(rest, "/")
+	if !ok || !dnsLabel.MatchString(ns) {
+		return "", false
+	}
+	return ns, true
+}
+
+// dnsLabel is a Kubernetes namespace name: an RFC 1123 label.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

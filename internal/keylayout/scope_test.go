@@ -63,3 +63,27 @@ func TestScopesNeverOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceOf: a key is attributed to the namespace whose scope it begins with, and to
+// none when it begins with no scope.
+func TestNamespaceOf(t *testing.T) {
+	for key, want := range map[string]string{
+		"{rl:shop/orders:alice}:per-second": "shop",
+		"{rl:shop/}":                        "shop",
+		"{rl:a-b/x":                         "a-b",
+		keylayout.ScopeOf("rl:", "bank") + "anything": "bank",
+	} {
+		if got, ok := keylayout.NamespaceOf("rl:", key); !ok || got != want {
+			t.Errorf("NamespaceOf(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{"app:session:1", "{rl:shop", "rl:shop/x", "{rl:Shop/x", "{rl:-a/x", "{rl:/x",
+		"{rl:a%2Fb/x", "{other:shop/x", "{rl:" + strings.Repeat("a", 64) + "/x"} {
+		if ns, ok := keylayout.NamespaceOf("rl:", key); ok {
+			t.Errorf("NamespaceOf(%q) = %q; want no namespace", key, ns)
+		}
+	}
+	if ns, ok := keylayout.NamespaceOf("x.y:", "{x.y:shop/k"); !ok || ns != "shop" {
+		t.Errorf("prefix x.y:: %q, %v", ns, ok)
+	}
+}

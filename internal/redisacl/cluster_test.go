@@ -118,7 +118,8 @@ func checkAdminClusterGrant(ctx context.Context, t *testing.T, cl *redistest.Clu
 	for _, user := range []string{adminUser, copyUser} {
 		resetACLLog(ctx, t, cl.Nodes()...)
 		u, c := asUser(t, redisconn.ModeCluster, cl.Addrs()[:1], user, adminPassword)
-		errs := managerWork(ctx, c, u, redistest.FlushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]))
+		errs := managerWork(ctx, c, u, redistest.FlushScripts(cl.Primaries()...), deleteUsers(prefix+"work", cl.Nodes()[len(cl.Nodes())-1]),
+			setKeys(cl.PrimaryForKey(t, "{rl:work/k}")))
 		log := redistest.ACLRefusals(ctx, t, "", cl.Nodes()...)
 		switch {
 		case user == adminUser && (len(errs) > 0 || len(log) > 0):

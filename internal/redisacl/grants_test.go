@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -72,12 +74,16 @@ func TestTenantSelect(t *testing.T) {
 
 // managerWork is what the manager does with Redis in tenancy mode, as its administrative
 // user: load the scripts and functions on every primary (after flush emptied them), create a user on
-// every node, read every node's users to repair one a node lost, delete it. It returns
-// every failure.
-func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.Users, flush, lose func(context.Context) error) []error {
+// every node, read every node's users to repair one a node lost, delete it; and check
+// every node's memory settings and sample every primary's keys (after seed wrote some). It
+// returns every failure.
+func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.Users, flush, lose, seed func(context.Context) error) []error {
 	var errs []error
-	if err := flush(ctx); err != nil {
+	if err := errors.Join(flush(ctx), seed(ctx)); err != nil {
 		return []error{err}
+	}
+	if err := memoryWork(ctx, u.Nodes); err != nil {
+		errs = append(errs, err)
 	}
 	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
@@ -99,6 +105,53 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	return errs
 }
 
+// memoryWork is the manager's Redis memory checks over nodes: every node's settings, its
+// tenant users' connections, and a complete sampling cycle of every primary. It fails
+// unless all of it was read.
+func memoryWork(ctx context.Context, nodes redisacl.Nodes) error {
+	m := &redismemory.Monitor{Nodes: nodes, ScanCount: 100, TenantUserPrefix: prefix}
+	m.Round(ctx, true)
+	for range 1000 {
+		if sampledAll(m.Report()) {
+			break
+		}
+		m.Round(ctx, false)
+	}
+	r := m.Report()
+	var errs []error
+	for _, n := range r.Nodes {
+		if n.Err != nil || len(n.Missing) > 0 {
+			errs = append(errs, fmt.Errorf("memory checks of %s: %w (missing %v)", n.Addr, n.Err, n.Missing))
+		}
+	}
+	if !sampledAll(r) || r.Err != nil {
+		errs = append(errs, fmt.Errorf("memory sampling did not complete: cycles %v, %w", r.Cycles, r.Err))
+	}
+	return errors.Join(errs...)
+}
+
+// sampledAll reports whether every primary of r completed a sampling cycle.
+func sampledAll(r *redismemory.Report) bool {
+	for _, n := range r.Nodes {
+		if n.Primary && r.Cycles[n.Addr] == 0 {
+			return false
+		}
+	}
+	return len(r.Nodes) > 0
+}
+
+// setKeys writes keys on the servers, as the default user: data for the sampling to size.
+func setKeys(servers ...*redistest.Server) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, s := range servers {
+			if err := s.Client().Set(ctx, "{rl:work/k}", "v", time.Hour).Err(); err != nil {
+				return fmt.Errorf("%s: %w", s.Addr(), err)
+			}
+		}
+		return nil
+	}
+}
+
 // deleteUsers deletes the named user on the nodes, as the default user (a node that lost it).
 func deleteUsers(name string, nodes ...*redistest.Server) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -111,20 +164,30 @@ func deleteUsers(name string, nodes ...*redistest.Server) func(context.Context) 
 	}
 }
 
-// adminGrants are the +command rules of the administrative user in acl.conf.
+// adminGrants are the rules that grant the administrative user of acl.conf something:
+// its +command rules, then its key rules.
 func adminGrants(t *testing.T) []string {
 	t.Helper()
 	grants := redistest.ACLGrants(t, aclConfPath, adminUser)
 	if len(grants) == 0 {
 		t.Fatalf("%s: the %s user grants nothing", aclConfPath, adminUser)
 	}
-	return grants
+	return append(grants, redistest.ACLKeyRules(t, aclConfPath, adminUser)...)
+}
+
+// refusedFor is the ACL LOG entry that shows grant was needed: its command refused, or for
+// a key rule some key.
+func refusedFor(log []string, grant string) bool {
+	if strings.HasPrefix(grant, "+") {
+		return slices.Contains(log, "command:"+strings.TrimPrefix(grant, "+"))
+	}
+	return slices.ContainsFunc(log, func(e string) bool { return strings.HasPrefix(e, "key:") })
 }
 
 // TestAdminACL: as config/redis/acl.conf's administrative user, everything the manager
 // does in tenancy mode works and Redis refuses nothing; without any one of its standalone
-// grants (the Cluster one in TestClusterUsers) some of that work is refused. The user
-// holds no key at all.
+// grants (the Cluster ones in TestClusterUsers), its read-only key rule included, some of
+// that work is refused. The user may read no value and write no key.
 func TestAdminACL(t *testing.T) {
 	t.Parallel()
 	for _, drop := range append([]string{""}, adminGrants(t)...) {
@@ -139,16 +202,17 @@ func TestAdminACL(t *testing.T) {
 			}))
 			u, admin := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
 			ctx := testCtx(t)
-			errs := managerWork(ctx, admin, u, redistest.FlushScripts(srv), deleteUsers(prefix+"work", srv))
+			errs := managerWork(ctx, admin, u, redistest.FlushScripts(srv), deleteUsers(prefix+"work", srv), setKeys(srv))
 			log := redistest.ACLRefusals(ctx, t, "", srv)
 			switch {
 			case drop == "" && (len(errs) > 0 || len(log) > 0):
 				t.Fatalf("manager work as %s: errors %v, ACL LOG %v", adminUser, errors.Join(errs...), log)
-			case drop != "" && !slices.Contains(log, "command:"+strings.TrimPrefix(drop, "+")):
+			case drop != "" && !refusedFor(log, drop):
 				t.Fatalf("without %s: ACL LOG %v (errors %v); want it refused", drop, log, errs)
 			}
 			if drop == "" {
-				for _, cmd := range [][]any{{"GET", "k"}, {"SET", "k", "v"}, {"FLUSHALL"}, {"CONFIG", "GET", "*"}} {
+				for _, cmd := range [][]any{{"GET", "{rl:work/k}"}, {"DUMP", "{rl:work/k}"}, {"SET", "k", "v"}, {"FLUSHALL"},
+					{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"KEYS", "*"}} {
 					if err := admin.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 						t.Errorf("%v as %s: %v; want NOPERM", cmd, adminUser, err)
 					}

@@ -73,4 +73,13 @@
 //   - an absolute request target routed by its host while ingress-nginx tells the limiter the
 //     Host header (test/e2e/gateways TestIngressNginxJudgesTheRoutedHost;
 //     internal/sidecar/forwardauth TestRoutedHostIsJudged)
+//
+// Issue 25 (what tenants share):
+//
+//   - Redis memory, which has no per-user quota: one tenant filling it gets another's
+//     counters evicted and its exhausted identities admitted again with allkeys-lru, and the
+//     manager's memory monitor must report it (CountersEvictable) and name the tenant
+//     holding keys without a TTL; with noeviction none is admitted, FailClosed deciding on
+//     OOM (TestEvictableCountersReadmitAndAreReported, TestNoEvictionNeverReadmits,
+//     memory_eviction)
 package adversarial

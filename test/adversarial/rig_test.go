@@ -78,7 +78,13 @@ func serve(t *testing.T, srv *http.Server) *httptest.Server {
 // newRigWith is newRig with the fronts' listener limits.
 func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, policies ...*v1alpha1.RateLimitPolicy) *rig {
 	t.Helper()
-	srv := redistest.StartServer(t)
+	return newRigAt(t, redistest.StartServer(t), opts, limits, policies...)
+}
+
+// newRigAt is newRigWith on the server srv, reached as its default user.
+func newRigAt(t *testing.T, srv *redistest.Server, opts limiter.Options, limits httpserver.Limits,
+	policies ...*v1alpha1.RateLimitPolicy) *rig {
+	t.Helper()
 	o := srv.Options()
 	o.ContextTimeoutEnabled, o.MaxRetries = true, -1 // as redisconn builds it
 	rdb := redis.NewClient(o)

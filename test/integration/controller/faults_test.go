@@ -60,7 +60,7 @@ import (
 func TestFaultRestartMidReconcile(t *testing.T) {
 	suite(t)
 	e := isolatedEnv(t)
-	rds := redistest.StartServer(t)
+	rds := redistest.StartServer(t, redistest.WithArgs(protectedRedis...)) // healthy: no Warning is due
 	kubeconfig := writeKubeconfig(t, e.Config, "")
 	ns := kube.NewNamespace(t, e, "fault-")
 	// No --leader-elect: out of a cluster the binary cannot elect (no flag sets the lease

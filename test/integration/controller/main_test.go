@@ -22,14 +22,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/operator"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
-// resync is the script loader's period in every manager of this suite.
+// resync is the script loader's period in every manager of this suite, and the memory
+// monitor's.
 const resync = 500 * time.Millisecond
+
+// protectedRedis are redis-server arguments that keep counters and bound memory.
+var protectedRedis = []string{"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"}
 
 var (
 	env      *kube.Env
@@ -52,7 +58,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "controller suite: %v\n", startErr)
 	}
 	if startErr == nil {
-		standby, redisErr = procs.Server()
+		// Configured as docs/operations.md recommends, so its policies' counters are
+		// protected (CountersProtected True, no Warning event).
+		standby, redisErr = procs.Server(redistest.WithArgs(protectedRedis...))
 	}
 	if startErr == nil && redisErr == nil {
 		if shared, mgrErr = startManager(env, standby.Client(), standaloneTopology(standby)); mgrErr != nil {
@@ -128,7 +136,8 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	// With tenancy the scripts are functions too, as cmd/manager sets it up.
-	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenancy != nil}); err != nil {
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenancy != nil,
+		Memory: memoryMonitor(rdb, tenancy)}); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
 	if tenancy != nil {
@@ -155,6 +164,23 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, errors.New("manager caches did not sync within 1m")
 	}
 	return m, nil
+}
+
+// memoryMonitor is the Redis memory monitor of a manager on rdb, checking every resync:
+// over the tenancy's nodes when given (reporting its users' connections), over a
+// standalone rdb's server otherwise; none on Cluster.
+func memoryMonitor(rdb redis.UniversalClient, tenancy *controller.TenancyOptions) *redismemory.Monitor {
+	m := &redismemory.Monitor{CheckInterval: resync, ScanInterval: resync, ScanCount: redismemory.DefaultScanCount}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		m.Nodes = redisacl.ServerNodes(c)
+	default:
+		return nil
+	}
+	if tenancy != nil {
+		m.Nodes, m.TenantUserPrefix = tenancy.Nodes, tenantPrefix
+	}
+	return m
 }
 
 // managerOptions are the options of every manager of this suite (operator.ManagerOptions):

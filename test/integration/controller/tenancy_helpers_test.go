@@ -33,9 +33,11 @@ const (
 // adminACL makes a server include config/redis/acl.conf's administrative user.
 func adminACL(t testing.TB) redistest.Option {
 	t.Helper()
-	return redistest.WithACLConf(t, filepath.Join(kube.RepoRoot(), "config", "redis", "acl.conf"),
-		map[string]redistest.ACLUser{tenantAdmin: {Password: tenantAdminPassword}})
+	return redistest.WithACLConf(t, aclConfPath(), map[string]redistest.ACLUser{tenantAdmin: {Password: tenantAdminPassword}})
 }
+
+// aclConfPath is config/redis/acl.conf.
+func aclConfPath() string { return filepath.Join(kube.RepoRoot(), "config", "redis", "acl.conf") }
 
 // tenantRedis is one Redis deployment reached as the manager reaches it in tenancy mode.
 type tenantRedis struct {

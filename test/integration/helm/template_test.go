@@ -153,6 +153,7 @@ func TestTemplateCustom(t *testing.T) {
 		"--redis-master-name=mymaster", "--redis-db=3", "--key-prefix=team:",
 		"--redis-credentials-path=/var/run/secrets/ratelimit/redis", "--webhook-port=10443",
 		"--metrics-bind-address=:9443", "--health-probe-bind-address=:8091",
+		"--redis-memory-check-interval=1m", "--redis-memory-scan-keys-per-second=500",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("manager args %q lack %s", args, want)
@@ -296,7 +297,8 @@ func managerFlags(t *testing.T) []string {
 }
 
 // TestTemplateOff: with the webhooks off the chart renders no webhook configuration, Service
-// or certificate and no certificate volume, and passes --webhooks=false.
+// or certificate and no certificate volume, and passes --webhooks=false; the Redis memory
+// checks off pass their 0s.
 func TestTemplateOff(t *testing.T) {
 	objs := render(t, []string{offValues})
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret", "Certificate", "ServiceAccount"} {
@@ -311,6 +313,12 @@ func TestTemplateOff(t *testing.T) {
 	for _, v := range dep.Spec.Template.Spec.Volumes {
 		if v.Name == "webhook-certs" {
 			t.Errorf("webhooks off still mount a certificate")
+		}
+	}
+	// 0 is a value here (off), not "left out".
+	for _, want := range []string{"--redis-memory-check-interval=0", "--redis-memory-scan-keys-per-second=0"} {
+		if args := managerArgs(t, objs); !slices.Contains(args, want) {
+			t.Errorf("manager args %q lack %s", args, want)
 		}
 	}
 }

@@ -188,7 +188,8 @@ func sidecarMetrics(t *testing.T, bin string) map[string]*dto.MetricFamily {
 }
 
 // managerMetrics runs the manager against the envtest API server and a real redis-server
-// with one Ready policy and one that is not, and returns its /metrics (served plain, as
+// with one Ready policy and one that is not, and a key without a TTL in their namespace's
+// scope, and returns its /metrics (served plain, as
 // --metrics-secure=false does, since the test is no authenticated scraper).
 func managerMetrics(t *testing.T, e *kube.Env, bin string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -216,10 +217,15 @@ func managerMetrics(t *testing.T, e *kube.Env, bin string) map[string]*dto.Metri
 			t.Fatalf("create policy %s: %v", pol.Name, err)
 		}
 	}
+	// A key without a TTL in the namespace's scope, which the memory sampling reports.
+	if err := srv.Client().Set(t.Context(), "{rl:"+ns+"/foreign}", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	var text string
-	wait.Until(t, time.Minute, "ratelimit_policies by Ready True and False", func() bool {
+	wait.Until(t, time.Minute, "ratelimit_policies by Ready True and False, and the foreign key", func() bool {
 		text = scrape(t, metrics)
-		return strings.Contains(text, `ratelimit_policies{ready="True"} 1`) && strings.Contains(text, `ratelimit_policies{ready="False"} 1`)
+		return strings.Contains(text, `ratelimit_policies{ready="True"} 1`) && strings.Contains(text, `ratelimit_policies{ready="False"} 1`) &&
+			strings.Contains(text, `ratelimit_redis_namespace_foreign_keys{tenant_namespace="`+ns+`"} 1`)
 	})
 	return parseMetrics(t, text)
 }

@@ -77,6 +77,22 @@ func ACLGrants(t testing.TB, path, user string) []string {
 	return grants
 }
 
+// ACLKeyRules are the key rules ("~*", "%R~*", ...) of user's line in the ACL conf
+// fragment at path; it fails the test as WithACLConf does when the line is missing.
+func ACLKeyRules(t testing.TB, path, user string) []string {
+	t.Helper()
+	var rules []string
+	WithACLConf(t, path, map[string]ACLUser{user: {Edit: func(all []string) []string {
+		for _, r := range all {
+			if strings.HasPrefix(r, "~") || strings.HasPrefix(r, "%") {
+				rules = append(rules, r)
+			}
+		}
+		return all
+	}}})
+	return rules
+}
+
 // aclLine is one user line with its placeholder replaced and its rules edited.
 func aclLine(t testing.TB, path, name string, rules []string, u ACLUser) string {
 	t.Helper()

@@ -1,0 +1,37 @@
+// Package redisclient connects tests to Redis as a given ACL user, the way the manager and
+// the sidecars build their clients. It lives apart from test/support/redis, which the
+// packages it imports test themselves with.
+package redisclient
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+)
+
+// As reaches addrs in mode (standalone or Cluster) as user, as the manager and the sidecars
+// build their clients (redisconn.NewClient, the credentials read from a mounted Secret), and
+// returns the client with every node of the deployment as the manager finds them
+// (redisacl.NodesOf). Both are released when the test ends.
+func As(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) (redis.UniversalClient, redisacl.Nodes) {
+	t.Helper()
+	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: redistest.CredentialsDir(t, user, password)}
+	c, err := redisconn.NewClient(o)
+	if err != nil {
+		t.Fatalf("redisclient: client as %s: %v", user, err)
+	}
+	nodes, closeNodes, err := redisacl.NodesOf(c, o)
+	if err != nil {
+		_ = c.Close()
+		t.Fatalf("redisclient: nodes as %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		_ = closeNodes() // the test is over: nothing to do about a close error
+		_ = c.Close()
+	})
+	return c, nodes
+}
