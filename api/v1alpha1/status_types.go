@@ -14,14 +14,16 @@ const (
 	ConditionScriptsLoaded = "ScriptsLoaded"
 	// ConditionCountersProtected says whether Redis keeps the policy's counters. True
 	// (reason CountersProtected) when every node bounds memory (maxmemory,
-	// maxmemory-clients) and evicts nothing (maxmemory-policy noeviction: a full Redis then
-	// answers with OOM, and the failure mode decides), and the namespace's key scope holds no
-	// key without a TTL. False with the worst finding as reason: CountersEvictable (some
-	// other maxmemory-policy: every limiter key has a TTL, so volatile-* policies evict
-	// counters too, and an evicted counter admits again), MemoryUnbounded (maxmemory 0),
-	// ClientMemoryUnbounded (maxmemory-clients 0), ForeignKeys (keys without a TTL in the
-	// namespace's scope, which the limiter never writes: the namespace's Redis credentials
-	// did). Unknown until checked (NotChecked), or when the manager's Redis user lacks the
+	// maxmemory-clients, client-output-buffer-limit normal, proto-max-bulk-len 1mb) and
+	// evicts nothing (maxmemory-policy noeviction: a full Redis then answers with OOM, and
+	// the failure mode decides), and the namespace's key scope holds no key without a TTL.
+	// False with the worst finding as reason: CountersEvictable (some other
+	// maxmemory-policy: every limiter key has a TTL, so volatile-* policies evict counters
+	// too, and an evicted counter admits again), MemoryUnbounded (maxmemory 0),
+	// ClientMemoryUnbounded (maxmemory-clients 0), RepliesUnbounded (no hard limit of
+	// client-output-buffer-limit normal), ValuesUnbounded (proto-max-bulk-len above 1mb),
+	// ForeignKeys (keys without a TTL in the namespace's scope, which the limiter never
+	// writes: the namespace's Redis credentials did). Unknown until checked (NotChecked), or when the manager's Redis user lacks the
 	// ACL rules to read the settings (MissingGrants, naming them) or a node does not answer
 	// (RedisUnavailable). Like ScriptsLoaded it does not gate Ready.
 	ConditionCountersProtected = "CountersProtected"

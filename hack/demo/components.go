@@ -70,7 +70,8 @@ func (d *demo) launchRedis() (*proc, error) {
 	// CountersProtected=True.
 	return d.startProc("redis", "redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", d.dir,
-		"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"}, users...)...)
+		"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%",
+		"--client-output-buffer-limit", "normal 32mb 8mb 60", "--proto-max-bulk-len", "1mb"}, users...)...)
 }
 
 // restartRedis brings Redis back (for --stay).

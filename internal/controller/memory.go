@@ -20,6 +20,8 @@ const (
 	ReasonCountersEvictable     = string(redismemory.CountersEvictable)
 	ReasonMemoryUnbounded       = string(redismemory.MemoryUnbounded)
 	ReasonClientMemoryUnbounded = string(redismemory.ClientMemoryUnbounded)
+	ReasonRepliesUnbounded      = string(redismemory.RepliesUnbounded)
+	ReasonValuesUnbounded       = string(redismemory.ValuesUnbounded)
 	ReasonForeignKeys           = string(redismemory.ForeignKeys)
 	ReasonMemoryNotChecked      = redismemory.ReasonNotChecked
 	ReasonMissingGrants         = redismemory.ReasonMissingGrants

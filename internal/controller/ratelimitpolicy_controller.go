@@ -233,7 +233,8 @@ func (r *PolicyReconciler) forget(key types.NamespacedName) {
 // every new or changed policy for a moment, and the recoveries) are Normal.
 var problemReasons = map[string]bool{
 	ReasonInvalidPolicy: true, ReasonRedisUnavailable: true, ReasonSnapshotTooLarge: true,
-	ReasonCountersEvictable: true, ReasonMemoryUnbounded: true, ReasonClientMemoryUnbounded: true, ReasonForeignKeys: true,
+	ReasonCountersEvictable: true, ReasonMemoryUnbounded: true, ReasonClientMemoryUnbounded: true,
+	ReasonRepliesUnbounded: true, ReasonValuesUnbounded: true, ReasonForeignKeys: true,
 }
 
 // finalize lets a deleted policy go once its namespace's published snapshot no longer

@@ -87,7 +87,8 @@ func (r *Report) Assess(ns string) Assessment {
 	case unknownReason != "":
 		return Assessment{State: Unknown, Reason: unknownReason, Message: strings.Join(unknown, "; ")}
 	}
-	msg := fmt.Sprintf("every Redis node (%d) bounds memory (maxmemory, maxmemory-clients) and keeps counters "+
+	msg := fmt.Sprintf("every Redis node (%d) bounds memory (maxmemory, maxmemory-clients, client-output-buffer-limit, "+
+		"proto-max-bulk-len) and keeps counters "+
 		"(maxmemory-policy noeviction): a full Redis answers with OOM and the policy's failure mode decides", len(r.Nodes))
 	return Assessment{State: Protected, Reason: ReasonProtected, Message: msg + r.samplingNote()}
 }
@@ -114,6 +115,12 @@ func (r *Report) describe(f Finding) string {
 			"noeviction evicts counters, and an evicted counter admits its identity again); set maxmemory-policy noeviction"
 	case MemoryUnbounded:
 		return "memory is unbounded: " + strings.Join(on, ", ") + " (Redis grows until it is killed); set maxmemory"
+	case RepliesUnbounded:
+		return "replies are unbounded: " + strings.Join(on, ", ") + " (one short command, an MGET naming a large key " +
+			"many times, builds a reply of any size while every tenant waits); set client-output-buffer-limit normal"
+	case ValuesUnbounded:
+		return "values are unbounded: " + strings.Join(on, ", ") + " (a namespace's user may store values that large, " +
+			"and every call of the limiter's functions on one copies it); set proto-max-bulk-len 1mb"
 	default:
 		return "client memory is unbounded: " + strings.Join(on, ", ") + " (a client's buffers, such as a huge MGET's " +
 			"arguments, are never evicted); set maxmemory-clients"
@@ -127,6 +134,10 @@ func setting(f Finding, s Settings) string {
 		return "maxmemory-policy " + s.Policy
 	case f == MemoryUnbounded:
 		return "maxmemory 0"
+	case f == RepliesUnbounded:
+		return "client-output-buffer-limit normal 0"
+	case f == ValuesUnbounded:
+		return "proto-max-bulk-len " + strconv.FormatInt(s.MaxBulk, 10)
 	case s.MaxMemoryClients == "":
 		return "no maxmemory-clients (Redis before 7.0)"
 	case strings.HasSuffix(s.MaxMemoryClients, "%") && s.MaxMemory <= 0:

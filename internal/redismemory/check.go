@@ -35,9 +35,9 @@ type Clients struct {
 
 // nodeCommands are the pipelined commands of one node's check.
 type nodeCommands struct {
-	maxMemory, policy, clientLimit *redis.MapStringStringCmd
-	memory, stats, replication     *redis.StringCmd
-	clients                        *redis.Cmd // nil without tenant users
+	maxMemory, policy, clientLimit, replyLimit, maxBulk *redis.MapStringStringCmd
+	memory, stats, replication                          *redis.StringCmd
+	clients                                             *redis.Cmd // nil without tenant users
 }
 
 // checkNode reads one node's settings, and with tenantPrefix its tenant users' connections
@@ -49,6 +49,8 @@ func checkNode(ctx context.Context, c *redis.Client, tenantPrefix string) Node {
 		cmds.maxMemory = p.ConfigGet(ctx, "maxmemory")
 		cmds.policy = p.ConfigGet(ctx, "maxmemory-policy")
 		cmds.clientLimit = p.ConfigGet(ctx, "maxmemory-clients")
+		cmds.replyLimit = p.ConfigGet(ctx, "client-output-buffer-limit")
+		cmds.maxBulk = p.ConfigGet(ctx, "proto-max-bulk-len")
 		cmds.memory, cmds.stats, cmds.replication = p.Info(ctx, "memory"), p.Info(ctx, "stats"), p.Info(ctx, "replication")
 		if tenantPrefix != "" {
 			cmds.clients = p.Do(ctx, "CLIENT", "LIST", "TYPE", "normal")
@@ -80,7 +82,7 @@ func (c *nodeCommands) settings() (Settings, []string, error) {
 			errs = append(errs, err)
 		}
 	}
-	for _, cmd := range []*redis.MapStringStringCmd{c.maxMemory, c.policy, c.clientLimit} {
+	for _, cmd := range []*redis.MapStringStringCmd{c.maxMemory, c.policy, c.clientLimit, c.replyLimit, c.maxBulk} {
 		check(cmd.Err(), RuleConfigGet)
 	}
 	for _, cmd := range []*redis.StringCmd{c.memory, c.stats, c.replication} {
@@ -98,6 +100,8 @@ func (c *nodeCommands) settings() (Settings, []string, error) {
 		UsedMemory: info.int("used_memory"), ClientMemory: info.int("mem_clients_normal"),
 		EvictedKeys: info.int("evicted_keys"), Primary: info["role"] == "master"}
 	s.MaxMemory, _ = strconv.ParseInt(c.maxMemory.Val()["maxmemory"], 10, 64)
+	s.ReplyLimit = normalReplyLimit(c.replyLimit.Val()["client-output-buffer-limit"])
+	s.MaxBulk, _ = strconv.ParseInt(c.maxBulk.Val()["proto-max-bulk-len"], 10, 64)
 	return s, nil, nil
 }
 

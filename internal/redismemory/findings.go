@@ -19,13 +19,25 @@ const (
 	// ClientMemoryUnbounded: a node's maxmemory-clients is 0 (or Redis is older than 7.0):
 	// a client's buffers are never evicted, however large.
 	ClientMemoryUnbounded Finding = "ClientMemoryUnbounded"
+	// RepliesUnbounded: a node's client-output-buffer-limit normal has no hard limit: one
+	// short command (an MGET naming a large key many times) builds a reply of any size,
+	// holding Redis's single thread, and every tenant, while it does.
+	RepliesUnbounded Finding = "RepliesUnbounded"
+	// ValuesUnbounded: a node's proto-max-bulk-len is above MaxBulkLen: a namespace's user
+	// may store values that large under its own keys, which each call of the limiter's
+	// functions on them copies into Lua (the limiter's own values are under 256 bytes).
+	ValuesUnbounded Finding = "ValuesUnbounded"
 	// ForeignKeys: keys without a TTL in a namespace's scope, which the limiter never
 	// writes: someone holding the namespace's Redis credentials wrote them.
 	ForeignKeys Finding = "ForeignKeys"
 )
 
 // NodeFindings are the findings of a node's settings, worst first.
-var NodeFindings = []Finding{CountersEvictable, MemoryUnbounded, ClientMemoryUnbounded}
+var NodeFindings = []Finding{CountersEvictable, MemoryUnbounded, ClientMemoryUnbounded, RepliesUnbounded, ValuesUnbounded}
+
+// MaxBulkLen is the largest proto-max-bulk-len that is not ValuesUnbounded: 1 MiB, the least
+// Redis accepts.
+const MaxBulkLen = 1 << 20
 
 // NoEviction is the only maxmemory-policy that keeps every counter.
 const NoEviction = "noeviction"
@@ -47,6 +59,11 @@ type Settings struct {
 	UsedMemory int64
 	// ClientMemory is INFO's mem_clients_normal: the buffers of normal clients.
 	ClientMemory int64
+	// ReplyLimit is the hard limit of client-output-buffer-limit's normal class in bytes;
+	// 0 is none.
+	ReplyLimit int64
+	// MaxBulk is proto-max-bulk-len: the largest value a command may carry, in bytes.
+	MaxBulk int64
 	// EvictedKeys is INFO's evicted_keys since the node started.
 	EvictedKeys int64
 	// Primary is true for a primary (INFO role:master).
@@ -86,5 +103,25 @@ func (s Settings) Findings() []Finding {
 	if s.ClientLimit() == 0 {
 		out = append(out, ClientMemoryUnbounded)
 	}
+	if s.ReplyLimit <= 0 {
+		out = append(out, RepliesUnbounded)
+	}
+	if s.MaxBulk > MaxBulkLen {
+		out = append(out, ValuesUnbounded)
+	}
 	return out
+}
+
+// normalReplyLimit is the hard limit of the normal class in a client-output-buffer-limit
+// setting ("normal 0 0 0 replica 268435456 67108864 60 pubsub ..."), in bytes; 0 when none
+// or unreadable.
+func normalReplyLimit(setting string) int64 {
+	f := strings.Fields(setting)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "normal" {
+			n, _ := strconv.ParseInt(f[i+1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
 	"math"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -29,7 +31,7 @@ const (
 )
 
 // protectedArgs keep counters and bound memory.
-var protectedArgs = []string{"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"}
+var protectedArgs = redistest.LimiterMemory("256mb", "10%")
 
 // TestForeignKeysNameTheTenant: a tenant (its namespace's user, as the operator creates it)
 // writing large values without a TTL in its own scope is named as the namespace with
@@ -58,11 +60,15 @@ func TestForeignKeysOnCluster(t *testing.T) {
 // given, and that has nodes nodes.
 func foreignKeys(t *testing.T, mode redisconn.Mode, addrs []string, primaries []*redistest.Server, nodes int) {
 	ctx := testCtx(t)
-	_, all := connect(t, mode, addrs, adminUser, adminPassword)
+	admin, all := connect(t, mode, addrs, adminUser, adminPassword)
 	users := &redisacl.Users{Nodes: all, Prefix: tenantPrefix}
 	shop := tenantClient(ctx, t, users, mode, addrs, "shop")
 	bank := tenantClient(ctx, t, users, mode, addrs, "bank")
-	if errs := limitercheck.All(ctx, shop, "shop", limiter.FailClosed); len(errs) > 0 {
+	// As the manager runs tenancy: the scripts loaded as functions, which shop's sidecar calls.
+	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs := (limitercheck.Sidecar{NS: "shop", Mode: limiter.FailClosed, Functions: true}).All(ctx, shop); len(errs) > 0 {
 		t.Fatalf("the limiter as shop: %v", errors.Join(errs...))
 	}
 	writeBlobs(ctx, t, bank)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
 // TestSettings: each configuration of a real redis-server is reported with the findings it
@@ -14,6 +15,8 @@ import (
 func TestSettings(t *testing.T) {
 	t.Parallel()
 	E, M, C := redismemory.CountersEvictable, redismemory.MemoryUnbounded, redismemory.ClientMemoryUnbounded
+	R, V := redismemory.RepliesUnbounded, redismemory.ValuesUnbounded
+	bounded := []string{"--client-output-buffer-limit", "normal 32mb 8mb 60", "--proto-max-bulk-len", "1mb"}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -21,18 +24,22 @@ func TestSettings(t *testing.T) {
 		reason string
 		says   string // in the message
 	}{
-		{"default", nil, []redismemory.Finding{M, C}, string(M), "maxmemory 0 on "},
-		{"allkeys-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, []redismemory.Finding{E, C},
+		{"default", nil, []redismemory.Finding{M, C, R, V}, string(M), "maxmemory 0 on "},
+		{"allkeys-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, []redismemory.Finding{E, C, R, V},
 			string(E), "maxmemory-policy allkeys-lru on "},
-		{"volatile-lru", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru", "--maxmemory-clients", "8mb"},
+		{"volatile-lru", append([]string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru", "--maxmemory-clients", "8mb"}, bounded...),
 			[]redismemory.Finding{E}, string(E), "maxmemory-policy volatile-lru on "},
-		{"volatile-ttl", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl", "--maxmemory-clients", "8mb"},
+		{"volatile-ttl", append([]string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl", "--maxmemory-clients", "8mb"}, bounded...),
 			[]redismemory.Finding{E}, string(E), "maxmemory-policy volatile-ttl on "},
-		{"noeviction", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, []redismemory.Finding{C},
+		{"noeviction", append([]string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, bounded...), []redismemory.Finding{C},
 			string(C), "maxmemory-clients 0 on "},
-		{"client percent without maxmemory", []string{"--maxmemory-clients", "10%"}, []redismemory.Finding{M, C},
+		{"client percent without maxmemory", append([]string{"--maxmemory-clients", "10%"}, bounded...), []redismemory.Finding{M, C},
 			string(M), "maxmemory-clients 10% of maxmemory 0 on "},
-		{"protected", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"},
+		{"replies unbounded", []string{"--maxmemory", "64mb", "--maxmemory-clients", "10%", "--proto-max-bulk-len", "1mb"},
+			[]redismemory.Finding{R}, string(R), "client-output-buffer-limit normal 0 on "},
+		{"values unbounded", []string{"--maxmemory", "64mb", "--maxmemory-clients", "10%", "--client-output-buffer-limit", "normal 32mb 8mb 60"},
+			[]redismemory.Finding{V}, string(V), "proto-max-bulk-len 536870912 on "},
+		{"protected", redistest.LimiterMemory("64mb", "10%"),
 			nil, redismemory.ReasonProtected, "every Redis node (1) bounds memory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -124,7 +124,7 @@ func newSharedRedis(t *testing.T, policy string) *sharedRedis {
 	t.Helper()
 	srv := redistest.StartServer(t, redistest.WithACLConf(t, "../../config/redis/acl.conf",
 		map[string]redistest.ACLUser{adminUser: {Password: adminPass}}),
-		redistest.WithArgs("--maxmemory", fmt.Sprint(memoryLimit), "--maxmemory-policy", policy, "--maxmemory-clients", "1mb"))
+		redistest.WithArgs(append(redistest.LimiterMemory(fmt.Sprint(memoryLimit), "1mb"), "--maxmemory-policy", policy)...))
 	s := &sharedRedis{t: t, ctx: wait.Context(t, 2*time.Minute), srv: srv,
 		shop: newRigAt(t, srv, limiter.Options{}, httpserver.DefaultLimits(), newPolicy("orders", v1alpha1.AlgorithmFixedWindow, 1, time.Hour))}
 	_, nodes := connectAs(t, srv, adminUser, adminPass)

@@ -39,9 +39,7 @@ const (
 
 // tenantRedisArgs are the redis.conf settings of a Redis shared by tenants (docs/operations.md),
 // and a short busy-reply-threshold, so that a stalled server shows at once.
-var tenantRedisArgs = []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction",
-	"--maxmemory-clients", "8mb", "--client-output-buffer-limit", "normal 8mb 2mb 10", "--proto-max-bulk-len", "1mb",
-	"--busy-reply-threshold", "100"}
+var tenantRedisArgs = append(redistest.LimiterMemory("64mb", "8mb"), "--busy-reply-threshold", "100")
 
 // tenantCommands are what the manager grants a namespace's user, with every optional grant
 // (Cluster's CLUSTER SLOTS and COMMAND, SELECT), so that the attacks try them all.

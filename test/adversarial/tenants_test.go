@@ -226,7 +226,7 @@ func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
 	}
 	// A command's own cost grows with its size (20 000 keys: a few ms); what must not happen
 	// is a short command running long: a reply of 256 MiB built (client-output-buffer-limit
-	// cuts it at 8 MiB), a huge value copied into Lua (proto-max-bulk-len keeps values to
+	// cuts it at 32 MiB), a huge value copied into Lua (proto-max-bulk-len keeps values to
 	// 1 MiB), a loop.
 	requireNoSlowCommand(t, ts, 500*time.Millisecond)
 	if v, err := ts.srv.Client().Get(context.Background(), victimKey).Result(); !errors.Is(err, redis.Nil) && v == "0" {

@@ -35,7 +35,7 @@ import (
 const resync = 500 * time.Millisecond
 
 // protectedRedis are redis-server arguments that keep counters and bound memory.
-var protectedRedis = []string{"--maxmemory", "256mb", "--maxmemory-policy", "noeviction", "--maxmemory-clients", "10%"}
+var protectedRedis = redistest.LimiterMemory("256mb", "10%")
 
 var (
 	env      *kube.Env

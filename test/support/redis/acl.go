@@ -165,6 +165,15 @@ func FlushScripts(servers ...*Server) func(context.Context) error {
 	}
 }
 
+// LimiterMemory are the redis-server arguments docs/operations.md ("Redis memory") asks of a
+// Redis shared by tenants, with maxmemory at maxMemory and maxmemory-clients at clients:
+// noeviction, a hard limit on replies, values of at most 1 MiB. Arguments after them
+// override them (a test trying another policy appends --maxmemory-policy).
+func LimiterMemory(maxMemory, clients string) []string {
+	return []string{"--maxmemory", maxMemory, "--maxmemory-policy", "noeviction", "--maxmemory-clients", clients,
+		"--client-output-buffer-limit", "normal 32mb 8mb 60", "--proto-max-bulk-len", "1mb"}
+}
+
 // FlushFunctions returns a function that empties the servers' script caches and function
 // libraries, as the default user (SCRIPT FLUSH, FUNCTION FLUSH), as a test does to make
 // the manager load them again.
