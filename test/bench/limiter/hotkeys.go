@@ -28,11 +28,14 @@ type hotRow struct {
 }
 
 // hotRun is one measurement, the script calls Redis ran for it and the decisions they
-// served (warm-ups included).
+// served (warm-ups included), and over the measured run the lease calls, the leases held
+// unacknowledged and the worse worker's median lease round trip.
 type hotRun struct {
-	stats     load.Stats
-	calls     int64
-	decisions int
+	stats        load.Stats
+	calls        int64
+	decisions    int
+	leases, held int64
+	leaseP50     time.Duration
 }
 
 // perDecision is Redis script calls per decision.

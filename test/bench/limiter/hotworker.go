@@ -35,10 +35,15 @@ type hotJob struct {
 	Duration time.Duration `json:"duration"`
 }
 
-// hotFigures is what a worker reports: its measured run and every decision it made.
+// hotFigures is what a worker reports: its measured run and every decision it made, and
+// over the measured run its lease calls, the leases held unspent (not acknowledged by every
+// replica) and the median lease round trip.
 type hotFigures struct {
-	Stats     load.Stats `json:"stats"`
-	Decisions int        `json:"decisions"`
+	Stats     load.Stats    `json:"stats"`
+	Decisions int           `json:"decisions"`
+	Leases    int64         `json:"leases"`
+	Held      int64         `json:"held"`
+	LeaseP50  time.Duration `json:"leaseP50"`
 }
 
 // runHotWorker runs the job in the environment, if any, and reports whether it did.
@@ -68,7 +73,9 @@ func runHotWorker() bool {
 func (j hotJob) run(ctx context.Context) (hotFigures, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: j.Addr, PoolSize: j.Callers + 1, ContextTimeoutEnabled: true})
 	defer func() { _ = rdb.Close() }()
-	l, err := limiter.New(rdb, limiter.Options{Pipelining: true, Workers: j.Workers, Timeout: time.Second})
+	var leases leaseStats
+	rdb.AddHook(&leases)
+	l, err := limiter.New(rdb, limiter.Options{Pipelining: true, Workers: j.Workers, Timeout: time.Second, Leases: leases.options()})
 	if err != nil {
 		return hotFigures{}, fmt.Errorf("limiter: %w", err)
 	}
@@ -89,8 +96,10 @@ func (j hotJob) run(ctx context.Context) (hotFigures, error) {
 		return hotFigures{}, err
 	}
 	time.Sleep(time.Until(time.Unix(0, j.StartAt)))
+	calls0, held0 := leases.mark()
 	s, err := load.Drive(ctx, j.Callers, j.Duration, call)
-	return hotFigures{Stats: s, Decisions: warm.Calls + s.Calls}, err
+	return hotFigures{Stats: s, Decisions: warm.Calls + s.Calls,
+		Leases: leases.calls.Load() - calls0, Held: leases.held.Load() - held0, LeaseP50: leases.tripP50()}, err
 }
 
 // measureHotProcesses runs two worker processes (two sidecars) on the hot identity, leases
@@ -131,6 +140,7 @@ func measureHotProcesses(ctx context.Context, c config, addr string, rdb redis.C
 	}
 	run.calls = calls1 - calls0
 	run.decisions = decisions
+	run.leases, run.held, run.leaseP50 = leaseFigures(figs)
 	if run.stats.Fallbacks > 0 {
 		return run, fmt.Errorf("%d decisions without Redis", run.stats.Fallbacks)
 	}
@@ -166,4 +176,13 @@ func runWorkers(ctx context.Context, self string, job hotJob, n int) ([]hotFigur
 		}
 	}
 	return figs, errors.Join(errs...)
+}
+
+// leaseFigures sums the workers' lease calls and held leases, with the worse worker's median
+// lease round trip.
+func leaseFigures(figs []hotFigures) (leases, held int64, p50 time.Duration) {
+	for _, f := range figs {
+		leases, held, p50 = leases+f.Leases, held+f.Held, max(p50, f.LeaseP50)
+	}
+	return leases, held, p50
 }

@@ -8,10 +8,14 @@
 // Below it: the targets met or missed, forward auth through real Caddy and nginx against a
 // direct-upstream baseline (test/bench/internal/forwardauthbench), the controller's bulk apply (BenchmarkBulkApply in
 // test/integration/controller, run with `go test`), and decisions/s on Redis Cluster with 1, 2 and
-// 3 primaries. Every throughput and latency cell is the median of -reps short runs.
+// 3 primaries, the hot-key sections (leases), and the section of issue 25 (-fcall-replicas):
+// the tenant call path, FCALL, against EVALSHA; leases across a failover with a lagging
+// replica; and what the replicas' acknowledgement of leases costs. Every throughput and
+// latency cell is the median of -reps short runs.
 //
-// It exits non-zero when any algorithm admits more than its limit (over-admission), or when
-// a part fails. -update-doc replaces the results block of docs/benchmarks.md with the output.
+// It exits non-zero when any algorithm admits more than its limit (over-admission), when
+// leases admit more across a failover than the same failover without them, or when a part
+// fails. -update-doc replaces the results block of docs/benchmarks.md with the output.
 // docs/benchmarks.md describes every column.
 package main
 
@@ -52,6 +56,7 @@ type config struct {
 	cluster       string
 	controller    bool
 	hotKeys       bool
+	fcallReplicas bool
 	gateways      bool
 	envtestPkg    string
 	updateDoc     string
@@ -61,7 +66,7 @@ type config struct {
 func defaultConfig() config {
 	return config{duration: 2 * time.Second, reps: 3, callers: 64, wideCallers: 256, identities: 10000, benchCalls: 150000,
 		conns: 2, client: string(rls.Lean), streamWorkers: 64, overLimit: 1000, overClients: 8, overCallers: 64,
-		cluster: "1,2,3", controller: true, hotKeys: true, gateways: true, envtestPkg: "./test/integration/controller/"}
+		cluster: "1,2,3", controller: true, hotKeys: true, fcallReplicas: true, gateways: true, envtestPkg: "./test/integration/controller/"}
 }
 
 func main() {
@@ -85,6 +90,8 @@ func main() {
 	flag.IntVar(&c.overCallers, "overadmit-callers", c.overCallers, "goroutines in the over-admission check, spread over the clients")
 	flag.StringVar(&c.cluster, "cluster", c.cluster, "Redis Cluster primaries to measure, comma-separated; empty skips the section")
 	flag.BoolVar(&c.hotKeys, "hotkeys", c.hotKeys, "measure the hot-key section: one hot identity through two limiters with leases off and on, over-admission with leases, cold identities")
+	flag.BoolVar(&c.fcallReplicas, "fcall-replicas", c.fcallReplicas,
+		"measure the tenant call path (FCALL against EVALSHA), leases across a failover with a lagging replica, and what the replicas' acknowledgement of leases costs")
 	flag.BoolVar(&c.controller, "controller", c.controller, "run BenchmarkBulkApply (needs KUBEBUILDER_ASSETS; `make bench` sets it)")
 	flag.BoolVar(&c.gateways, "gateways", c.gateways, "measure forward auth through real Caddy and nginx against the direct upstream (needs `make proxies`)")
 	flag.StringVar(&c.envtestPkg, "envtest-pkg", c.envtestPkg, "package holding BenchmarkBulkApply, relative to the working directory")

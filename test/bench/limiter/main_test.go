@@ -29,16 +29,16 @@ func requireTools(t *testing.T) {
 }
 
 // smallConfig is the default configuration with tiny numbers: reps repetitions, Redis
-// Clusters of the sizes in cluster, no controller section and no gateway section (the
-// forwardauthbench package tests its own run). It skips (fails under CI) the
-// test without redis-server and redis-benchmark.
+// Clusters of the sizes in cluster, no controller section, no gateway section (the
+// forwardauthbench package tests its own run) and no -fcall-replicas section (TestMeasure
+// runs it). It skips (fails under CI) the test without redis-server and redis-benchmark.
 func smallConfig(t *testing.T, reps int, cluster string) config {
 	t.Helper()
 	requireTools(t)
 	c := defaultConfig()
 	c.duration, c.reps, c.callers, c.wideCallers, c.identities, c.benchCalls = 150*time.Millisecond, reps, 8, 16, 50, 3000
 	c.overLimit, c.overClients, c.overCallers = 40, 4, 16
-	c.cluster, c.controller, c.gateways = cluster, false, false
+	c.cluster, c.controller, c.gateways, c.fcallReplicas = cluster, false, false, false
 	return c
 }
 
@@ -73,9 +73,11 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
-// TestMeasure checks the figures behind the table on a small run.
+// TestMeasure checks the figures behind the table on a small run, the -fcall-replicas
+// section's included.
 func TestMeasure(t *testing.T) {
 	c := smallConfig(t, 1, "2")
+	c.fcallReplicas = true
 	rep, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -89,6 +91,14 @@ func TestMeasure(t *testing.T) {
 	if len(rep.cluster) != 1 || rep.cluster[0].primaries != 2 || rep.cluster[0].stat.Calls == 0 ||
 		rep.cluster[0].busiest <= 0 || rep.cluster[0].busiest >= 1 {
 		t.Errorf("cluster rows %+v, want one of 2 primaries sharing the calls", rep.cluster)
+	}
+	checkFCallReplicas(t, rep.fcall)
+	var out bytes.Buffer
+	printReport(&out, c, rep)
+	for _, want := range []string{"### Tenant mode and leases with replicas", "| GCRA ", "leases' excess", "| 1 replica, healthy link (WAIT 1) "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
@@ -123,6 +133,49 @@ func checkRuns(t *testing.T, r *row) {
 	}
 }
 
+// checkFCallReplicas wants every part of the -fcall-replicas section measured: both call
+// paths of every algorithm, the limiter with functions off and on, failovers that lost only
+// the checks made in the lag, and lease calls on both primaries.
+func checkFCallReplicas(t *testing.T, f *fcallReplicas) {
+	t.Helper()
+	if f == nil || f.err != nil || len(f.paths) != 4 || len(f.failovers) != 4 || len(f.acks) != 2 {
+		t.Fatalf("-fcall-replicas section %+v, want every part measured", f)
+	}
+	checkCallPaths(t, f)
+	checkFailovers(t, f.failovers)
+	for _, r := range f.acks {
+		if len(r.runs) != 1 || r.runs[0].leases == 0 || r.runs[0].leaseP50 <= 0 {
+			t.Errorf("%s: %+v, want lease calls timed", r.name, r.runs)
+		}
+	}
+}
+
+// checkCallPaths wants positive figures for both call paths of every algorithm, and
+// admitted checks through the limiter with functions off and on.
+func checkCallPaths(t *testing.T, f *fcallReplicas) {
+	t.Helper()
+	for _, r := range f.paths {
+		if e, fc := medianCeiling(r.evalsha), medianCeiling(r.fcall); e.UsecCall <= 0 || fc.UsecCall <= 0 || fc.PerSec <= 0 {
+			t.Errorf("%s: EVALSHA %+v, FCALL %+v, want positive figures", r.alg, e, fc)
+		}
+	}
+	if len(f.functions.on) != 1 || f.functions.on[0].Admitted == 0 || f.functions.off[0].Admitted == 0 {
+		t.Errorf("limiter with Spec.Functions off %+v, on %+v, want admitted checks", f.functions.off, f.functions.on)
+	}
+}
+
+// checkFailovers wants every failover to have lost only the checks made in the lag, and no
+// more with leases.
+func checkFailovers(t *testing.T, rows []failoverRow) {
+	t.Helper()
+	for _, r := range rows {
+		if r.without < failoverLimit || r.without > failoverLimit+failoverLag || r.excess() != 0 {
+			t.Errorf("%s failover: %d admitted without leases, %d with; want %d to %d, and no more with leases",
+				r.alg, r.without, r.with, failoverLimit, failoverLimit+failoverLag)
+		}
+	}
+}
+
 func TestOverAdmissionFails(t *testing.T) {
 	rep := &report{rows: []*row{
 		{name: "baseline", over: overResult{limit: 10, admitted: 10, runs: 1}},
@@ -130,6 +183,10 @@ func TestOverAdmissionFails(t *testing.T) {
 	}}
 	if got := rep.overAdmitted(); len(got) != 1 || got[0] != "TokenBucket (+3)" {
 		t.Errorf("overAdmitted = %q, want [TokenBucket (+3)]", got)
+	}
+	rep.fcall = &fcallReplicas{failovers: []failoverRow{{alg: "GCRA", without: 105, with: 105}, {alg: "FixedWindow", without: 105, with: 130}}}
+	if got := rep.overAdmitted(); len(got) != 2 || !strings.HasPrefix(got[1], "FixedWindow leases across a failover (+25") {
+		t.Errorf("overAdmitted = %q, want the FixedWindow failover's excess too", got)
 	}
 	var out bytes.Buffer
 	printReport(&out, defaultConfig(), rep)

@@ -24,11 +24,14 @@ const (
 )
 
 // ceiling is the median of r's redis-benchmark runs.
-func (r *row) ceiling() benchredis.Ceiling {
+func (r *row) ceiling() benchredis.Ceiling { return medianCeiling(r.ceilings) }
+
+// medianCeiling is the median of each figure of runs.
+func medianCeiling(runs []benchredis.Ceiling) benchredis.Ceiling {
 	return benchredis.Ceiling{
-		PerSec:   load.MedianOf(r.ceilings, func(c benchredis.Ceiling) float64 { return c.PerSec }),
-		UsecCall: load.MedianOf(r.ceilings, func(c benchredis.Ceiling) float64 { return c.UsecCall }),
-		CPUCall:  load.MedianOf(r.ceilings, func(c benchredis.Ceiling) time.Duration { return c.CPUCall }),
+		PerSec:   load.MedianOf(runs, func(c benchredis.Ceiling) float64 { return c.PerSec }),
+		UsecCall: load.MedianOf(runs, func(c benchredis.Ceiling) float64 { return c.UsecCall }),
+		CPUCall:  load.MedianOf(runs, func(c benchredis.Ceiling) time.Duration { return c.CPUCall }),
 	}
 }
 
@@ -44,6 +47,9 @@ func (rep *report) overAdmitted() []string {
 		if s.admitted > s.limit {
 			names = append(names, fmt.Sprintf("global limit, %s (+%d)", s.name, s.admitted-s.limit))
 		}
+	}
+	if rep.fcall != nil {
+		names = append(names, rep.fcall.overAdmitted()...)
 	}
 	return names
 }
@@ -69,6 +75,7 @@ func printReport(w io.Writer, c config, rep *report) {
 	printController(p, rep.controller)
 	printCluster(p, c, rep)
 	printHotKeys(p, c, rep)
+	printFCallReplicas(p, c, rep)
 }
 
 func printHeader(p func(string, ...any), c config, rep *report) {

@@ -36,6 +36,7 @@ type report struct {
 	hotErr     error
 	shards     []shardRow
 	shardErr   error
+	fcall      *fcallReplicas // nil: not run (-fcall-replicas=false)
 	loadEnd    string
 	elapsed    time.Duration
 }
@@ -96,6 +97,10 @@ func run(ctx context.Context, c config) (*report, error) {
 	if c.hotKeys {
 		rep.shards, rep.shardErr = measureShards(ctx, c)
 		errs = append(errs, rep.shardErr)
+	}
+	if c.fcallReplicas {
+		rep.fcall = measureFCallReplicas(ctx, c)
+		errs = append(errs, rep.fcall.err)
 	}
 	if c.gateways {
 		progress("forward auth through Caddy and nginx")

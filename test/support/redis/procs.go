@@ -29,9 +29,15 @@ func (p *Procs) Cluster(primaries int, opts ...ClusterOption) (c *Cluster, err e
 	return c, err
 }
 
+// Do runs fn with TB, turning a Fatalf or Skipf inside it into an error: for the helpers
+// that take a testing.TB (StartReplicaVia, faultproxy.StartLink) outside a test.
+func (p *Procs) Do(fn func(tb testing.TB)) error {
+	return p.tb.do(func() { fn(p.tb) })
+}
+
 // TB is the testing.TB the processes are owned through, for other work of the same lifetime:
 // its Cleanup runs at Close (last first), its Errorf makes Close fail, its Logf writes to
-// stderr. Its Fatalf and Skipf panic outside Server and Cluster.
+// stderr. Its Fatalf and Skipf panic outside Server, Cluster and Do.
 func (p *Procs) TB() testing.TB { return p.tb }
 
 // Close stops every process started so far (last first) and reports what went wrong.

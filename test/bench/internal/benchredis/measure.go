@@ -118,30 +118,35 @@ func Version(ctx context.Context, c redis.Cmdable) (string, error) {
 // Ceiling is one redis-benchmark run.
 type Ceiling struct {
 	PerSec   float64       // calls/s redis-benchmark reached
-	UsecCall float64       // Redis's own µs per EVALSHA meanwhile (INFO commandstats)
+	UsecCall float64       // Redis's own µs per EVALSHA (or FCALL) meanwhile (INFO commandstats)
 	CPUCall  time.Duration // redis-server CPU per call meanwhile (INFO cpu)
 }
 
-// BenchmarkSpec is an EVALSHA redis-benchmark run: Keys and Args may hold __rand_int__,
-// which redis-benchmark replaces with a random number below Identities.
+// BenchmarkSpec is an EVALSHA redis-benchmark run, or with Function an FCALL run: Keys and
+// Args may hold __rand_int__, which redis-benchmark replaces with a random number below
+// Identities.
 type BenchmarkSpec struct {
-	Source     string // the script, loaded first
-	Keys, Args []string
-	Calls      int
-	Identities int
-	Clients    int // default 50
-	Pipeline   int // default 16
+	Source string // the script, loaded first with SCRIPT LOAD (EVALSHA runs)
+	// Function, when set, makes it an FCALL run of this function, and Library the function
+	// library loaded first with FUNCTION LOAD REPLACE (Source is then unused).
+	Function, Library string
+	Keys, Args        []string
+	Calls             int
+	Identities        int
+	Clients           int // default 50
+	Pipeline          int // default 16
 }
 
-// Benchmark flushes the server at port, loads the script, resets its statistics and runs
-// redis-benchmark -P 16 with EVALSHA, returning what it reached and what Redis spent.
+// Benchmark flushes the server at port, loads the script (or function library), resets its
+// statistics and runs redis-benchmark -P 16 with EVALSHA (or FCALL), returning what it
+// reached and what Redis spent.
 func Benchmark(ctx context.Context, rdb *redis.Client, port int, b BenchmarkSpec) (Ceiling, error) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return Ceiling{}, fmt.Errorf("flushall: %w", err)
 	}
-	sha, err := rdb.ScriptLoad(ctx, b.Source).Result()
+	cmd, target, err := b.load(ctx, rdb)
 	if err != nil {
-		return Ceiling{}, fmt.Errorf("script load: %w", err)
+		return Ceiling{}, err
 	}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		return Ceiling{}, fmt.Errorf("config resetstat: %w", err)
@@ -149,7 +154,7 @@ func Benchmark(ctx context.Context, rdb *redis.Client, port int, b BenchmarkSpec
 	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-c", strconv.Itoa(orDefault(b.Clients, 50)), "-P", strconv.Itoa(orDefault(b.Pipeline, 16)),
 		"-n", strconv.Itoa(b.Calls), "-r", strconv.Itoa(max(b.Identities, 1)), "--csv",
-		"EVALSHA", sha, strconv.Itoa(len(b.Keys))}
+		cmd, target, strconv.Itoa(len(b.Keys))}
 	args = append(append(args, b.Keys...), b.Args...)
 	cpu0, err := CPU(ctx, rdb)
 	if err != nil {
@@ -167,15 +172,32 @@ func Benchmark(ctx context.Context, rdb *redis.Client, port int, b BenchmarkSpec
 	if c.PerSec, err = ParseBenchmarkCSV(out); err != nil {
 		return c, err
 	}
-	st, err := Commandstat(ctx, rdb, "evalsha")
+	st, err := Commandstat(ctx, rdb, cmd)
 	if err != nil {
 		return c, err
 	}
 	if st.Calls == 0 {
-		return c, fmt.Errorf("redis-benchmark ran no EVALSHA: %q", out)
+		return c, fmt.Errorf("redis-benchmark ran no %s: %q", cmd, out)
 	}
 	c.UsecCall, c.CPUCall = st.UsecPerCall(), (cpu1-cpu0)/time.Duration(st.Calls)
 	return c, nil
+}
+
+// load loads what b runs and returns the command and its first argument: FCALL and the
+// function after FUNCTION LOAD REPLACE of the library, or EVALSHA and the SHA after SCRIPT
+// LOAD.
+func (b BenchmarkSpec) load(ctx context.Context, rdb *redis.Client) (cmd, target string, err error) {
+	if b.Function != "" {
+		if err := rdb.FunctionLoadReplace(ctx, b.Library).Err(); err != nil {
+			return "", "", fmt.Errorf("function load %s: %w", b.Function, err)
+		}
+		return "FCALL", b.Function, nil
+	}
+	sha, err := rdb.ScriptLoad(ctx, b.Source).Result()
+	if err != nil {
+		return "", "", fmt.Errorf("script load: %w", err)
+	}
+	return "EVALSHA", sha, nil
 }
 
 func orDefault(v, def int) int {

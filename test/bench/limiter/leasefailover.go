@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
+	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
+)
+
+// Issue 25, item 4: a primary whose replica lagged granted a lease, died, and the promoted
+// replica handed the units out again. This file runs the scenario of
+// internal/limiter/leasefailover_test.go without and with leases and reports both counts:
+// leases must add nothing to what the failover loses.
+
+// The failover runs' limit (per hour: nothing refills meanwhile), the most one lease holds
+// (a quarter of the limit, the share of a fresh identity's first lease), and the checks
+// made while the replica receives nothing.
+const (
+	failoverLimit = 100
+	failoverLease = 25
+	failoverLag   = 5
+)
+
+// failoverRow is one algorithm's failover, without and with leases: how many checks were
+// admitted in all.
+type failoverRow struct {
+	alg           limiter.Algorithm
+	without, with int64
+}
+
+// excess is what leases added: with − without; above 0 a failover handed leased units out
+// twice.
+func (r failoverRow) excess() int64 { return r.with - r.without }
+
+// measureFailovers runs every algorithm's failover without and then with leases.
+func measureFailovers(ctx context.Context) ([]failoverRow, error) {
+	var rows []failoverRow
+	for _, a := range algorithms {
+		r := failoverRow{alg: limiter.Algorithm(a.alg)}
+		for _, leases := range []bool{false, true} {
+			progress("failover with a lagging replica: %s, leases %v", r.alg, leases)
+			n, err := failoverRun(ctx, r.alg, leases)
+			if err != nil {
+				return rows, fmt.Errorf("failover %s, leases %v: %w", r.alg, leases, err)
+			}
+			if leases {
+				r.with = n
+			} else {
+				r.without = n
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// laggingPair is a primary and its replica, whose replication link runs through a relay
+// that can withhold the stream for real (faultproxy.Link).
+type laggingPair struct {
+	primary, replica *redistest.Server
+	link             *faultproxy.Link
+}
+
+// startLaggingPair starts the pair on procs and waits until the primary lists the replica
+// (ROLE, what a lease call's WAIT counts).
+func startLaggingPair(ctx context.Context, procs *redistest.Procs) (laggingPair, error) {
+	var pair laggingPair
+	err := procs.Do(func(tb testing.TB) {
+		pair.primary = redistest.StartServer(tb)
+		pair.link = faultproxy.StartLink(tb, pair.primary.Addr())
+		pair.replica = redistest.StartReplicaVia(tb, pair.link.Port())
+	})
+	if err != nil {
+		return pair, fmt.Errorf("primary and replica: %w", err)
+	}
+	return pair, awaitReplicas(ctx, pair.primary.Client(), 1)
+}
+
+// failover kills the primary (SIGKILL by its PID), drops what the link held, and promotes
+// the replica (REPLICAOF NO ONE).
+func (p laggingPair) failover(ctx context.Context) error {
+	p.primary.Kill()
+	p.link.Close()
+	if err := p.replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		return fmt.Errorf("promote the replica: %w", err)
+	}
+	return nil
+}
+
+// awaitReplicas waits up to 10 s until the primary's ROLE lists n replicas.
+func awaitReplicas(ctx context.Context, primary *redis.Client, n int) error {
+	err := wait.Poll(10*time.Second, 10*time.Millisecond, func() error {
+		role, err := primary.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return fmt.Errorf("ROLE: %w", err)
+		}
+		if replicas, ok := role[len(role)-1].([]any); !ok || len(role) != 3 || len(replicas) != n {
+			return fmt.Errorf("ROLE %v: want a primary with %d replicas", role, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replicas: %w", err)
+	}
+	return nil
+}
+
+// failoverRun checks one identity (limit failoverLimit per hour) failoverLag times while the
+// replica's link is held, fails over to the replica, and checks on through the same limiter,
+// its client now dialling the promoted replica, until Redis denies. It returns how many
+// were admitted in all.
+func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admitted int64, err error) {
+	procs := redistest.NewProcs()
+	defer func() { err = errors.Join(err, procs.Close()) }()
+	pair, err := startLaggingPair(ctx, procs)
+	if err != nil {
+		return 0, err
+	}
+	var addr atomic.Pointer[string]
+	addr.Store(new(pair.primary.Addr()))
+	rdb := switchableClient(&addr)
+	defer func() { _ = rdb.Close() }()
+	l, err := limiter.New(rdb, limiter.Options{Timeout: time.Second, BreakerCooldown: 20 * time.Millisecond,
+		Leases: limiter.LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failoverLease}})
+	if err != nil {
+		return 0, fmt.Errorf("limiter: %w", err)
+	}
+	defer l.Close()
+	p, err := failoverPolicy(alg, leases)
+	if err != nil {
+		return 0, err
+	}
+	pair.link.Hold()
+	admitted = checkTimes(ctx, l, p, failoverLag)
+	if err := pair.failover(ctx); err != nil {
+		return admitted, err
+	}
+	addr.Store(new(pair.replica.Addr()))
+	n, err := checkUntilDenied(ctx, l, p)
+	return admitted + n, err
+}
+
+// switchableClient is a client whose every new connection dials the address addr holds,
+// without retries (a failed call is the limiter's to handle).
+func switchableClient(addr *atomic.Pointer[string]) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: *addr.Load(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, *addr.Load())
+		}})
+}
+
+// failoverPolicy is the failover runs' policy: FailClosed, failoverLimit per hour, leases on
+// or off.
+func failoverPolicy(alg limiter.Algorithm, leases bool) (*limiter.Policy, error) {
+	p, err := newPolicy(alg, "bench", "failover", limiter.Limit{Name: "hour", Requests: failoverLimit, Period: time.Hour}, 0, limiter.FailClosed)
+	if err != nil {
+		return nil, err
+	}
+	return withLeases(p, leases)
+}
+
+// checkTimes checks the identity n times and returns how many were admitted.
+func checkTimes(ctx context.Context, l *limiter.Limiter, p *limiter.Policy, n int) int64 {
+	var admitted int64
+	for range n {
+		if l.Check(ctx, p, limiter.Request{Identity: "hot"}).Allowed {
+			admitted++
+		}
+	}
+	return admitted
+}
+
+// checkUntilDenied checks the identity until Redis denies it (20 s at most) and returns how
+// many were admitted meanwhile.
+func checkUntilDenied(ctx context.Context, l *limiter.Limiter, p *limiter.Policy) (int64, error) {
+	var admitted int64
+	err := wait.Poll(20*time.Second, time.Millisecond, func() error {
+		d := l.Check(ctx, p, limiter.Request{Identity: "hot"})
+		switch {
+		case d.Allowed:
+			admitted++
+		case d.Source == limiter.SourceRedis:
+			return nil // the promoted replica's count is exhausted
+		}
+		return wait.ErrNotYet
+	})
+	if err != nil {
+		return admitted, fmt.Errorf("no denial by the promoted replica (admitted %d): %w", admitted, err)
+	}
+	return admitted, nil
+}
