@@ -143,4 +143,4 @@ func connectedReplicas(role *redis.Cmd) (int64, error) {
 }
 
 // defaultAckTimeout is how long WAIT waits for the replicas to acknowledge a lease.
-const defaultAckTimeout = 10 * time.Millisecond
+const defaultAckTimeout = 20 * time.Millisecond

@@ -36,8 +36,9 @@ type LeaseOptions struct {
 	OnLease func(p *Policy, granted, returned int64)
 	// AckTimeout is how long a lease call waits for every replica of its primary to
 	// acknowledge it (WAIT); units not acknowledged are never spent (see leaseack.go).
-	// Default 10ms; at most half the limiter's Timeout, at least 1ms (WAIT takes whole
-	// milliseconds, and 0 would wait forever).
+	// Default 20ms (WAIT answers as soon as the replicas have acknowledged, so a longer
+	// bound costs nothing while they are healthy); at most half the limiter's Timeout, at
+	// least 1ms (WAIT takes whole milliseconds, and 0 would wait forever).
 	AckTimeout time.Duration
 	// OnUnacknowledged, when set, is told of every lease granted but held unspent because
 	// not every replica acknowledged it, or the replicas could not be asked (cause says
