@@ -2,15 +2,10 @@ package limiter
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -56,24 +51,11 @@ func TestLeasesAddNothingAFailoverLoses(t *testing.T) {
 func failoverRun(t *testing.T, alg Algorithm, leases bool) int64 {
 	t.Helper()
 	ctx := context.Background()
-	primary := redistest.StartServer(t)
-	link := faultproxy.StartLink(t, primary.Addr())
-	replica := redistest.StartReplicaVia(t, link.Port())
-	// The primary counts a replica (ROLE, WAIT) once it is online, its first sync done.
-	wait.Eventually(t, 10*time.Second, "the primary lists its replica", func() error {
-		role, err := primary.Client().Do(ctx, "ROLE").Slice()
-		if err != nil || len(role) != 3 || len(role[2].([]any)) != 1 { //nolint:forcetypeassert // ROLE of a primary
-			return fmt.Errorf("ROLE %v: %w", role, err)
-		}
-		return nil
-	})
-	var addr atomic.Value
-	addr.Store(primary.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
-		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr.Load().(string)) //nolint:forcetypeassert // only strings
-		}})
+	pair, err := failover.Start(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := pair.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := newLimiter(t, rdb, Options{Timeout: time.Second, BreakerCooldown: 20 * time.Millisecond,
 		Leases: LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failoverLease}})
@@ -81,20 +63,17 @@ func failoverRun(t *testing.T, alg Algorithm, leases bool) int64 {
 	if leases {
 		p = leasePolicy(t, alg, perHour("hour", failoverLimit))
 	}
-	link.Hold()
+	pair.Link.Hold()
 	admitted := int64(0)
 	for range failoverLag {
 		if d := l.Check(ctx, p, Request{Identity: "hot"}); d.Allowed {
 			admitted++
 		}
 	}
-	primary.Kill()
-	link.Close()
-	if err := replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatalf("promote: %v", err)
+	if err := pair.Fail(ctx); err != nil {
+		t.Fatal(err)
 	}
-	addr.Store(replica.Addr())
-	err := wait.Poll(20*time.Second, time.Millisecond, func() error {
+	err = wait.Poll(20*time.Second, time.Millisecond, func() error {
 		d := l.Check(ctx, p, Request{Identity: "hot"})
 		switch {
 		case d.Allowed:

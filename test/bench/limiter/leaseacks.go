@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -43,7 +44,7 @@ func measureAcks(ctx context.Context, c config, procs *redistest.Procs) ([]*ackR
 	if err := procs.Do(func(tb testing.TB) { redistest.StartReplica(tb, primary) }); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	if err := awaitReplicas(ctx, primary.Client(), 1); err != nil {
+	if err := failover.AwaitReplicas(ctx, primary.Client(), 1); err != nil {
 		return nil, err
 	}
 	rows := []*ackRow{{name: "no replica (WAIT 0)", srv: alone, rdb: alone.Client()},

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -64,57 +60,6 @@ func measureFailovers(ctx context.Context) ([]failoverRow, error) {
 	return rows, nil
 }
 
-// laggingPair is a primary and its replica, whose replication link runs through a relay
-// that can withhold the stream for real (faultproxy.Link).
-type laggingPair struct {
-	primary, replica *redistest.Server
-	link             *faultproxy.Link
-}
-
-// startLaggingPair starts the pair on procs and waits until the primary lists the replica
-// (ROLE, what a lease call's WAIT counts).
-func startLaggingPair(ctx context.Context, procs *redistest.Procs) (laggingPair, error) {
-	var pair laggingPair
-	err := procs.Do(func(tb testing.TB) {
-		pair.primary = redistest.StartServer(tb)
-		pair.link = faultproxy.StartLink(tb, pair.primary.Addr())
-		pair.replica = redistest.StartReplicaVia(tb, pair.link.Port())
-	})
-	if err != nil {
-		return pair, fmt.Errorf("primary and replica: %w", err)
-	}
-	return pair, awaitReplicas(ctx, pair.primary.Client(), 1)
-}
-
-// failover kills the primary (SIGKILL by its PID), drops what the link held, and promotes
-// the replica (REPLICAOF NO ONE).
-func (p laggingPair) failover(ctx context.Context) error {
-	p.primary.Kill()
-	p.link.Close()
-	if err := p.replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		return fmt.Errorf("promote the replica: %w", err)
-	}
-	return nil
-}
-
-// awaitReplicas waits up to 10 s until the primary's ROLE lists n replicas.
-func awaitReplicas(ctx context.Context, primary *redis.Client, n int) error {
-	err := wait.Poll(10*time.Second, 10*time.Millisecond, func() error {
-		role, err := primary.Do(ctx, "ROLE").Slice()
-		if err != nil {
-			return fmt.Errorf("ROLE: %w", err)
-		}
-		if replicas, ok := role[len(role)-1].([]any); !ok || len(role) != 3 || len(replicas) != n {
-			return fmt.Errorf("ROLE %v: want a primary with %d replicas", role, n)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("replicas: %w", err)
-	}
-	return nil
-}
-
 // failoverRun checks one identity (limit failoverLimit per hour) failoverLag times while the
 // replica's link is held, fails over to the replica, and checks on through the same limiter,
 // its client now dialling the promoted replica, until Redis denies. It returns how many
@@ -122,13 +67,14 @@ func awaitReplicas(ctx context.Context, primary *redis.Client, n int) error {
 func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admitted int64, err error) {
 	procs := redistest.NewProcs()
 	defer func() { err = errors.Join(err, procs.Close()) }()
-	pair, err := startLaggingPair(ctx, procs)
+	var pair *failover.Pair
+	if err := procs.Do(func(tb testing.TB) { pair, err = failover.Start(ctx, tb) }); err != nil {
+		return 0, err
+	}
 	if err != nil {
 		return 0, err
 	}
-	var addr atomic.Pointer[string]
-	addr.Store(new(pair.primary.Addr()))
-	rdb := switchableClient(&addr)
+	rdb := pair.Client()
 	defer func() { _ = rdb.Close() }()
 	l, err := limiter.New(rdb, limiter.Options{Timeout: time.Second, BreakerCooldown: 20 * time.Millisecond,
 		Leases: limiter.LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failoverLease}})
@@ -140,24 +86,13 @@ func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admit
 	if err != nil {
 		return 0, err
 	}
-	pair.link.Hold()
+	pair.Link.Hold()
 	admitted = checkTimes(ctx, l, p, failoverLag)
-	if err := pair.failover(ctx); err != nil {
+	if err := pair.Fail(ctx); err != nil {
 		return admitted, err
 	}
-	addr.Store(new(pair.replica.Addr()))
 	n, err := checkUntilDenied(ctx, l, p)
 	return admitted + n, err
-}
-
-// switchableClient is a client whose every new connection dials the address addr holds,
-// without retries (a failed call is the limiter's to handle).
-func switchableClient(addr *atomic.Pointer[string]) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: *addr.Load(), ContextTimeoutEnabled: true, MaxRetries: -1,
-		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, *addr.Load())
-		}})
 }
 
 // failoverPolicy is the failover runs' policy: FailClosed, failoverLimit per hour, leases on
