@@ -13,9 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 )
 
@@ -219,5 +221,31 @@ func TestAdminACL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTenantAllowEvalSHA: during an upgrade (--redis-tenant-allow-evalsha) a namespace's
+// user also gets EVALSHA, so a sidecar of an earlier release, which calls the scripts the
+// manager preloads with EVALSHA, keeps deciding with Redis; EVAL, which would run any body,
+// stays refused.
+func TestTenantAllowEvalSHA(t *testing.T) {
+	t.Parallel()
+	srv, u := standaloneAdmin(t)
+	ctx := testCtx(t)
+	p := password(t)
+	user := tenant(t, "upgrading", false, p)
+	user.Commands = redisacl.TenantCommands(false, 0, true)
+	if err := u.Ensure(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadFunctions(ctx, srv.Client()); err != nil { // the manager preloads the scripts too
+		t.Fatal(err)
+	}
+	c := client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p)
+	if errs := limitercheck.All(ctx, c, "upgrading", limiter.FailClosed); len(errs) > 0 {
+		t.Fatalf("an EVALSHA sidecar as the upgrading user: %v", errors.Join(errs...))
+	}
+	if err := c.Eval(ctx, "return 1", nil).Err(); !refusedByACL(err) {
+		t.Fatalf("EVAL as the upgrading user: %v; want refused by the ACL", err)
 	}
 }

@@ -48,6 +48,24 @@ type tenantRedis struct {
 	servers []*redistest.Server
 }
 
+// functionsEverywhere reports the first primary among the servers that lacks one of the
+// limiter's function libraries (which the manager loads in tenancy mode).
+func (r *tenantRedis) functionsEverywhere(ctx context.Context) error {
+	for _, n := range r.servers {
+		if role, err := n.Client().Do(ctx, "ROLE").Slice(); err != nil || len(role) == 0 || role[0] != "master" {
+			continue
+		}
+		libs, err := n.Client().FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*"}).Result()
+		if err != nil {
+			return fmt.Errorf("%s: FUNCTION LIST: %w", n.Addr(), err)
+		}
+		if len(libs) < len(limiter.AllScripts()) {
+			return fmt.Errorf("%s holds %d of the %d function libraries", n.Addr(), len(libs), len(limiter.AllScripts()))
+		}
+	}
+	return nil
+}
+
 // adminOn reaches the servers in mode through addrs as the administrative user, as
 // cmd/manager does (redisconn client, nodes from NodeOptions).
 func adminOn(t testing.TB, mode redisconn.Mode, addrs []string, servers ...*redistest.Server) *tenantRedis {

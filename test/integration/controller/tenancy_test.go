@@ -42,20 +42,23 @@ func TestTenantUsersLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, s := waitSnapshot(t, e, shop, "api"); !s.Redis.Functions {
+		t.Fatalf("shop's snapshot names Redis %+v; want functions: true, so that sidecars call FCALL (their user may not EVAL)", s.Redis)
+	}
 	sidecar := newSidecarLimiter(t, r.sidecarClient(t, mountSecret(t, secrets[shop])), true)
 	checkScope(ctx, t, sidecar, shop, bank)
 
 	r.servers[0].Restart(t)
 	start := time.Now()
-	wait.Eventually(t, 10*resync, "users back after a restart without an aclfile", func() error {
+	wait.Eventually(t, 10*resync, "users and functions back after a restart without an aclfile or persistence", func() error {
 		for _, ns := range []string{shop, bank} {
 			if err := r.userEverywhere(ctx, t, tenantPrefix+ns, string(secrets[ns].Data["password"])); err != nil {
 				return err
 			}
 		}
-		return nil
+		return r.functionsEverywhere(ctx)
 	})
-	t.Logf("users back %s after the restart (resync %s)", time.Since(start).Round(time.Millisecond), resync)
+	t.Logf("users and functions back %s after the restart (resync %s)", time.Since(start).Round(time.Millisecond), resync)
 	checkScope(ctx, t, sidecar, shop, bank)
 
 	deletePolicy(t, e, shop, "api")
