@@ -1,0 +1,98 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// update rewrites the golden files from the documents below:
+// go test ./internal/snapshot -run Wire -args -update.
+var update = flag.Bool("update", false, "rewrite the wire format's golden files")
+
+// fullDocument is a snapshot document that sets every field the wire format has, once: the
+// contract with every sidecar in the field. Its sealed canonical form is
+// testdata/wire-v1.json.
+const fullDocument = `{
+  "schemaVersion": 1,
+  "namespace": "shop",
+  "keyPrefix": "rl:",
+  "redis": {"mode": "sentinel", "addrs": ["s1:26379", "s2:26379"], "masterName": "mymaster", "db": 2, "tls": true, "functions": true},
+  "scripts": [{"name": "token_bucket", "sha": "0123456789abcdef0123456789abcdef01234567"}],
+  "policies": [{
+    "name": "api",
+    "match": {
+      "http": [{"hosts": ["api.example.com"], "pathPrefixes": ["/v1/"], "methods": ["GET", "POST"]}],
+      "envoy": {"domain": "edge", "descriptors": [{"key": "route", "value": "orders"}, {"key": "user"}]}
+    },
+    "identity": {
+      "sources": [
+        {"type": "Header", "header": {"name": "X-API-Key"}},
+        {"type": "ClientIP", "clientIP": {"ipv4PrefixLength": 24, "ipv6PrefixLength": 64, "trustedProxies": 1}},
+        {"type": "JWTClaim", "jwtClaim": {"header": "Authorization", "claim": "sub"}},
+        {"type": "Descriptor", "descriptor": {"key": "user"}},
+        {"type": "Fixed", "fixed": {"value": "everyone"}}
+      ],
+      "onMissing": "Reject"
+    },
+    "algorithm": "TokenBucket",
+    "script": "token_bucket",
+    "sha": "0123456789abcdef0123456789abcdef01234567",
+    "limits": [{"name": "per-second", "requests": 10, "periodMs": 1000, "burst": 20}],
+    "cost": {"default": 2, "header": "X-Cost", "max": 50},
+    "stateKey": "{rl:shop/api:${identity}}:${limit}",
+    "idempotencyKey": "{rl:shop/api:${identity}}:idem:${requestId}",
+    "ttlMs": 60000,
+    "idempotency": {"header": "Idempotency-Key", "descriptorKey": "request_id", "ttlMs": 60000, "maxReplays": 3},
+    "failureMode": "LocalCap",
+    "localCap": {"requests": 5, "periodMs": 1000, "maxIdentities": 1000},
+    "shadow": true,
+    "leases": true,
+    "shards": 4
+  }]
+}`
+
+// TestWireFormatIsStable holds the snapshot's wire format to testdata/wire-v1.json: a
+// document setting every field, sealed, must come out byte for byte, and the golden file must
+// parse (its version matches its content) and come out unchanged. A renamed, dropped or
+// retyped field fails it: sidecars of every version read these bytes, so a change to them
+// needs a new schema version, not an edit of the golden file.
+func TestWireFormatIsStable(t *testing.T) {
+	golden := filepath.Join("testdata", "wire-v1.json")
+	var s snapshot.Snapshot
+	dec := json.NewDecoder(bytes.NewReader([]byte(fullDocument)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		t.Fatalf("the full document has a field the wire format lacks: %v", err)
+	}
+	b := sealed(t, &s)
+	if *update {
+		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = bytes.TrimSuffix(want, []byte("\n"))
+	if !bytes.Equal(b, want) {
+		t.Fatalf("the wire format changed:\n got %s\nwant %s", b, want)
+	}
+	parsed, err := snapshot.Parse(want)
+	if err != nil {
+		t.Fatalf("parse the golden document: %v", err)
+	}
+	again, err := parsed.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, want) {
+		t.Fatalf("the golden document does not come out as it went in:\n got %s\nwant %s", again, want)
+	}
+}
