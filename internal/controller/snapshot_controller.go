@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -201,7 +202,7 @@ func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, l
 	if !ok || kept.InScope(rules.Prefix()) != nil {
 		return snapshot.Entry{}, false
 	}
-	if _, err := kept.Compile(ns); err != nil {
+	if _, err := limiterspec.Compile(ns, kept, false); err != nil {
 		return snapshot.Entry{}, false
 	}
 	return kept, true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -45,7 +46,7 @@ func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) 
 	errs = append(errs, r.checkScope(&p.Spec)...)
 	errs = append(errs, checkShards(&p.Spec)...)
 	entry := Entry(p)
-	c := entry.Config(p.Namespace)
+	c := limiterspec.Of(p.Namespace, entry)
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
 		c.TTL = limiter.Horizon(c.Algorithm, c.Limits)
 	}

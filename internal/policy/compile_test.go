@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
@@ -574,7 +575,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(b, &published); err != nil {
 				t.Fatal(err)
 			}
-			compiled, err := published.Compile(p.Namespace)
+			compiled, err := limiterspec.Compile(p.Namespace, published, false)
 			if err != nil {
 				t.Fatalf("the published entry does not compile: %v", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 )
 
 // DefaultTag is the hash tag of the default layout with the default key prefix: one slot
@@ -71,7 +72,7 @@ func (r Rules) Default(p *v1alpha1.RateLimitPolicy) {
 		kl.Idempotency = r.IdempotencyKey(kl.State)
 	}
 	if owned(p, AnnotationDefaultedTTL, ttlString(kl.TTL)) {
-		c := Entry(p).Config(p.Namespace)
+		c := limiterspec.Of(p.Namespace, Entry(p))
 		if h := limiter.Horizon(c.Algorithm, c.Limits); h > 0 {
 			kl.TTL = &metav1.Duration{Duration: roundUp(h)}
 			annotate(p, AnnotationDefaultedTTL, ttlString(kl.TTL))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
@@ -71,7 +72,7 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("accepted a TTL %s below the horizon %s", compiled.TTL, h)
 		}
 		built, _ := policy.Rules{}.Build(p)
-		published, err := built.Entry.Compile(p.Namespace)
+		published, err := limiterspec.Compile(p.Namespace, built.Entry, false)
 		if err != nil || !reflect.DeepEqual(published.Spec, compiled.Spec) {
 			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.Spec, published, err)
 		}

@@ -12,7 +12,7 @@ import (
 func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	s := &p.Spec
 	out := snapshot.Entry{
-		Name: p.Name, Match: s.Match, Identity: s.Identity, Algorithm: string(s.Algorithm),
+		Name: p.Name, Match: wireMatch(s.Match), Identity: wireIdentity(s.Identity), Algorithm: string(s.Algorithm),
 		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}
 	out.Leases, out.Shards = hotKeys(s.HotKeys)

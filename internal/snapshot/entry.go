@@ -2,11 +2,8 @@ package snapshot
 
 import (
 	"fmt"
-	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
 // Entry is one RateLimitPolicy as the snapshot carries it: what the sidecar needs to match a request, find the
@@ -14,10 +11,10 @@ import (
 type Entry struct {
 	// Name of the RateLimitPolicy.
 	Name string `json:"name"`
-	// Match selects requests (the API's own type).
-	Match v1alpha1.Match `json:"match"`
-	// Identity says who the caller is (the API's own type).
-	Identity v1alpha1.Identity `json:"identity"`
+	// Match selects requests.
+	Match Match `json:"match"`
+	// Identity says who the caller is.
+	Identity Identity `json:"identity"`
 	// Algorithm names the algorithm; Script and SHA the script it runs.
 	Algorithm string `json:"algorithm"`
 	// Script is the script's name.
@@ -80,7 +77,7 @@ type Idempotency struct {
 	// TTLMs is how long an id is remembered.
 	TTLMs int64 `json:"ttlMs"`
 	// MaxReplays is how many times an id may replay its first decision; 0 (a snapshot
-	// written before the field) means limiter.DefaultMaxReplays.
+	// written before the field) means the limiter's default.
 	MaxReplays int32 `json:"maxReplays,omitempty"`
 }
 
@@ -93,36 +90,6 @@ type LocalCap struct {
 	// MaxIdentities bounds memory.
 	MaxIdentities int32 `json:"maxIdentities"`
 }
-
-// Config is the limiter's view of the policy.
-func (p Entry) Config(namespace string) limiter.Spec {
-	c := limiter.Spec{
-		Namespace: namespace, Name: p.Name, Algorithm: limiter.Algorithm(p.Algorithm),
-		StateKey: p.StateKey, IdempotencyKey: p.IdempotencyKey, TTL: ms(p.TTLMs),
-		FailureMode: limiter.FailureMode(p.FailureMode), Leases: p.Leases, Shards: int(p.Shards),
-	}
-	for _, l := range p.Limits {
-		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
-	}
-	if p.Idempotency != nil {
-		c.IdempotencyTTL = ms(p.Idempotency.TTLMs)
-		c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
-		if n := p.Idempotency.MaxReplays; n != 0 {
-			c.IdempotencyMaxReplays = int(n)
-		}
-	}
-	if lc := p.LocalCap; lc != nil {
-		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}
-	}
-	return c
-}
-
-// Compile prepares the policy for the limiter.
-func (p Entry) Compile(namespace string) (*limiter.Policy, error) {
-	return limiter.NewPolicy(p.Config(namespace))
-}
-
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // InScope reports, as an error naming the template, whether every key template of p lies in
 // its namespace's scope under prefix (keylayout.InScope): a reader refuses a policy whose

@@ -1,7 +1,9 @@
 // Package snapshot is the contract between the controller and the sidecars: the compiled
 // form of every valid RateLimitPolicy of one namespace, published in one ConfigMap. The
 // document is deterministic (sorted, no timestamps), versioned by schema and by a hash of
-// its content, and never carries credentials.
+// its content, and never carries credentials. Its types are its own (internal/policy
+// converts the API's into them), and it knows nothing of the runtime
+// (internal/limiterspec turns an Entry into what the limiter runs).
 package snapshot
 
 import (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
@@ -149,7 +150,7 @@ func TestParseRefuses(t *testing.T) {
 		}
 		bad := 0
 		for i := range parsed.Policies {
-			if _, err := parsed.Policies[i].Compile(parsed.Namespace); err != nil {
+			if _, err := limiterspec.Compile(parsed.Namespace, parsed.Policies[i], false); err != nil {
 				bad++
 			}
 		}

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // Engine decides checks for every front: identity rules, shadow mode and metrics around the
@@ -101,10 +101,10 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 	o := Outcome{Rule: r}
 	if !c.HasIdentity {
 		switch r.Spec.Identity.OnMissing {
-		case v1alpha1.MissingIdentitySkip:
+		case snapshot.MissingSkip:
 			o.Skipped, o.Allowed = true, true
 			return o
-		case v1alpha1.MissingIdentityReject:
+		case snapshot.MissingReject:
 			o.Rejected = true
 			return o
 		}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // maxJWTBytes bounds the bearer tokens decoded for a claim. Other values need no bound here:
@@ -55,21 +55,21 @@ func (r *Rule) sourced(i int, v string) string {
 	return strconv.Itoa(i) + "=" + v
 }
 
-func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) (string, error) {
+func httpSource(s snapshot.IdentitySource, h http.Header, peer string) (string, error) {
 	switch s.Type {
-	case v1alpha1.IdentityHeader:
+	case snapshot.SourceHeader:
 		if s.Header != nil {
 			v, _, err := readHeader(h, s.Header.Name)
 			return v, err
 		}
-	case v1alpha1.IdentityClientIP:
+	case snapshot.SourceClientIP:
 		return clientIP(s.ClientIP, h, peer), nil
-	case v1alpha1.IdentityJWTClaim:
+	case snapshot.SourceJWTClaim:
 		if s.JWTClaim != nil {
 			v, _, err := readHeader(h, headerOr(s.JWTClaim.Header, "Authorization"))
 			return jwtClaim(v, s.JWTClaim.Claim), err
 		}
-	case v1alpha1.IdentityFixed:
+	case snapshot.SourceFixed:
 		if s.Fixed != nil {
 			return s.Fixed.Value, nil
 		}
@@ -77,9 +77,9 @@ func httpSource(s v1alpha1.IdentitySource, h http.Header, peer string) (string, 
 	return "", nil
 }
 
-func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) string {
+func descriptorSource(s snapshot.IdentitySource, entries []DescriptorEntry) string {
 	switch s.Type {
-	case v1alpha1.IdentityDescriptor:
+	case snapshot.SourceDescriptor:
 		if s.Descriptor != nil {
 			for _, e := range entries {
 				if e.Key == s.Descriptor.Key {
@@ -87,7 +87,7 @@ func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) stri
 				}
 			}
 		}
-	case v1alpha1.IdentityFixed:
+	case snapshot.SourceFixed:
 		if s.Fixed != nil {
 			return s.Fixed.Value
 		}
@@ -101,7 +101,7 @@ func descriptorSource(s v1alpha1.IdentitySource, entries []DescriptorEntry) stri
 // leftmost entries are the caller's own writing: the peer address is used instead, as it is
 // when that hop is not an address. Without trusted proxies it is the peer address, which a
 // client cannot spoof.
-func clientIP(c *v1alpha1.ClientIPSource, h http.Header, peer string) string {
+func clientIP(c *snapshot.ClientIPSource, h http.Header, peer string) string {
 	addr, ok := parseHop(peer)
 	if c != nil && c.TrustedProxies > 0 {
 		if hops := ForwardedFor(h); len(hops) >= int(c.TrustedProxies) {
@@ -130,7 +130,7 @@ func parseHop(s string) (netip.Addr, bool) {
 	return a, err == nil
 }
 
-func maskAddr(a netip.Addr, c *v1alpha1.ClientIPSource) netip.Addr {
+func maskAddr(a netip.Addr, c *snapshot.ClientIPSource) netip.Addr {
 	bits := a.BitLen()
 	if c != nil {
 		if a.Is4() && c.IPv4PrefixLength > 0 {

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // MatchHTTP returns the rules governing an HTTP request, in name order. host is the
@@ -86,7 +86,7 @@ func (r *Rule) matchesHTTP(host string, path httppath.Path, methods []string) bo
 }
 
 // anyMethodMatches reports whether a policy's methods select any of the request's methods.
-func anyMethodMatches(selected []v1alpha1.HTTPMethod, methods []string) bool {
+func anyMethodMatches(selected []string, methods []string) bool {
 	for _, m := range methods {
 		if methodMatches(selected, m) {
 			return true
@@ -132,7 +132,7 @@ func compilePrefixes(in []string) []httppath.Prefix {
 // methodMatches compares an upper-cased method to a policy's methods. GET also selects HEAD:
 // servers answer HEAD by running the GET handler (Go's ServeMux, Spring, Express, Rails,
 // nginx), so HEAD does the same work.
-func methodMatches(methods []v1alpha1.HTTPMethod, method string) bool {
+func methodMatches(methods []string, method string) bool {
 	if len(methods) == 0 {
 		return true
 	}
@@ -144,7 +144,7 @@ func methodMatches(methods []v1alpha1.HTTPMethod, method string) bool {
 	return false
 }
 
-func descriptorMatches(want []v1alpha1.DescriptorMatch, entries []DescriptorEntry) bool {
+func descriptorMatches(want []snapshot.DescriptorMatch, entries []DescriptorEntry) bool {
 	for _, w := range want {
 		if !hasEntry(entries, w) {
 			return false
@@ -153,7 +153,7 @@ func descriptorMatches(want []v1alpha1.DescriptorMatch, entries []DescriptorEntr
 	return true
 }
 
-func hasEntry(entries []DescriptorEntry, w v1alpha1.DescriptorMatch) bool {
+func hasEntry(entries []DescriptorEntry, w snapshot.DescriptorMatch) bool {
 	for _, e := range entries {
 		if e.Key == w.Key && (w.Value == "" || e.Value == w.Value) {
 			return true

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -29,9 +30,7 @@ func (r *Rule) Name() string { return r.Spec.Name }
 // newRule compiles p; functions says the manager loaded the scripts as Redis functions,
 // to be called with FCALL (snapshot.Redis.Functions).
 func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) {
-	spec := p.Config(namespace)
-	spec.Functions = functions
-	compiled, err := limiter.NewPolicy(spec)
+	compiled, err := limiterspec.Compile(namespace, p, functions)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
