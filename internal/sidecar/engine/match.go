@@ -137,7 +137,7 @@ func methodMatches(methods []string, method string) bool {
 		return true
 	}
 	for _, m := range methods {
-		if string(m) == method || m == "GET" && method == "HEAD" {
+		if m == method || m == "GET" && method == "HEAD" {
 			return true
 		}
 	}
