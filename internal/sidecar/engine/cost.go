@@ -12,11 +12,11 @@ import (
 func (r *Rule) StatedCost(n int64) (int64, error) {
 	switch {
 	case n == 0:
-		return max(r.Spec.Cost.Default, 1), nil
+		return max(r.Entry.Cost.Default, 1), nil
 	case n < 0:
 		return 0, fmt.Errorf("cost %d is negative", n)
-	case r.Spec.Cost.Max > 0 && n > r.Spec.Cost.Max:
-		return 0, fmt.Errorf("cost %d exceeds policy %s's cost.max %d", n, r.Name(), r.Spec.Cost.Max)
+	case r.Entry.Cost.Max > 0 && n > r.Entry.Cost.Max:
+		return 0, fmt.Errorf("cost %d exceeds policy %s's cost.max %d", n, r.Name(), r.Entry.Cost.Max)
 	}
 	return n, nil
 }
@@ -24,16 +24,16 @@ func (r *Rule) StatedCost(n int64) (int64, error) {
 // httpCost is the cost of an HTTP request: the policy's cost header when the request has it
 // (a whole number from 1 to cost.max), else the default.
 func (r *Rule) httpCost(h http.Header) (int64, error) {
-	name := r.Spec.Cost.Header
+	name := r.Entry.Cost.Header
 	if name == "" {
-		return max(r.Spec.Cost.Default, 1), nil
+		return max(r.Entry.Cost.Default, 1), nil
 	}
 	v, present, err := readHeader(h, name)
 	if err != nil {
 		return 0, err
 	}
 	if !present {
-		return max(r.Spec.Cost.Default, 1), nil
+		return max(r.Entry.Cost.Default, 1), nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 {
@@ -47,20 +47,20 @@ func (r *Rule) httpCost(h http.Header) (int64, error) {
 
 // httpRequestID is the idempotency key of an HTTP request, or "".
 func (r *Rule) httpRequestID(h http.Header) (string, error) {
-	if r.Spec.Idempotency == nil || r.Spec.Idempotency.Header == "" {
+	if r.Entry.Idempotency == nil || r.Entry.Idempotency.Header == "" {
 		return "", nil
 	}
-	v, _, err := readHeader(h, r.Spec.Idempotency.Header)
+	v, _, err := readHeader(h, r.Entry.Idempotency.Header)
 	return v, err
 }
 
 // descriptorRequestID is the idempotency key carried in an Envoy descriptor, or "".
 func (r *Rule) descriptorRequestID(entries []DescriptorEntry) string {
-	if r.Spec.Idempotency == nil || r.Spec.Idempotency.DescriptorKey == "" {
+	if r.Entry.Idempotency == nil || r.Entry.Idempotency.DescriptorKey == "" {
 		return ""
 	}
 	for _, d := range entries {
-		if d.Key == r.Spec.Idempotency.DescriptorKey {
+		if d.Key == r.Entry.Idempotency.DescriptorKey {
 			return d.Value
 		}
 	}

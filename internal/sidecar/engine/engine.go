@@ -100,7 +100,7 @@ func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Che
 func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 	o := Outcome{Rule: r}
 	if !c.HasIdentity {
-		switch r.Spec.Identity.OnMissing {
+		switch r.Entry.Identity.OnMissing {
 		case snapshot.MissingSkip:
 			o.Skipped, o.Allowed = true, true
 			return o
@@ -117,7 +117,7 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		o.Decision = r.Policy.WithoutRedis(req, ErrNoRedisYet)
 	}
 	o.Allowed = o.Decision.Allowed
-	if !o.Allowed && r.Spec.Shadow {
+	if !o.Allowed && r.Entry.Shadow {
 		o.Allowed, o.Shadowed = true, true
 	}
 	return o

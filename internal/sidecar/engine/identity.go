@@ -22,7 +22,7 @@ const maxJWTBytes = 16 << 10
 // address (host:port or host). A header source sent on several field lines is an error
 // (ErrRepeatedHeader).
 func (r *Rule) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err error) {
-	for i, s := range r.Spec.Identity.Sources {
+	for i, s := range r.Entry.Identity.Sources {
 		v, err := httpSource(s, h, peer)
 		if err != nil {
 			return "", false, err
@@ -36,7 +36,7 @@ func (r *Rule) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err
 
 // descriptorIdentity reads the caller's identity for r from an Envoy descriptor.
 func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
-	for i, s := range r.Spec.Identity.Sources {
+	for i, s := range r.Entry.Identity.Sources {
 		if v := descriptorSource(s, entries); v != "" {
 			return r.sourced(i, v), true
 		}
@@ -49,7 +49,7 @@ func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool
 // whose API key is another caller's address (or a Fixed fallback's value) would spend that
 // caller's quota. A policy with one source keeps the bare value.
 func (r *Rule) sourced(i int, v string) string {
-	if len(r.Spec.Identity.Sources) < 2 {
+	if len(r.Entry.Identity.Sources) < 2 {
 		return v
 	}
 	return strconv.Itoa(i) + "=" + v

@@ -61,7 +61,7 @@ func methodOverrides(h http.Header) ([]string, error) {
 func (s *Set) MatchDescriptor(domain string, entries []DescriptorEntry) []*Rule {
 	var out []*Rule
 	for _, r := range s.domains[domain] {
-		if descriptorMatches(r.Spec.Match.Envoy.Descriptors, entries) {
+		if descriptorMatches(r.Entry.Match.Envoy.Descriptors, entries) {
 			out = append(out, r)
 		}
 	}
@@ -77,7 +77,7 @@ type DescriptorEntry struct {
 }
 
 func (r *Rule) matchesHTTP(host string, path httppath.Path, methods []string) bool {
-	for i, m := range r.Spec.Match.HTTP {
+	for i, m := range r.Entry.Match.HTTP {
 		if hostMatches(r.hosts[i], host) && pathMatches(r.prefixes[i], path) && anyMethodMatches(m.Methods, methods) {
 			return true
 		}

@@ -185,7 +185,7 @@ func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
 		m.denyCacheHits.WithLabelValues(o.Rule.Name()).Inc()
 	case d.WithoutRedis():
 		m.redisErrors.WithLabelValues(o.Rule.Name()).Inc()
-		m.withoutRedis.WithLabelValues(o.Rule.Spec.FailureMode, o.Result()).Inc()
+		m.withoutRedis.WithLabelValues(o.Rule.Entry.FailureMode, o.Result()).Inc()
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 // Rule is one policy of a loaded snapshot, compiled for the hot path: the limiter's compiled
 // policy bound to the policy's matcher, identity sources and cost. Immutable.
 type Rule struct {
-	// Spec is the policy as published.
-	Spec snapshot.Entry
+	// Entry is the policy as published.
+	Entry snapshot.Entry
 	// Policy is the limiter's compiled form.
 	Policy *limiter.Policy
 	// hosts are the lower-cased Host patterns of each HTTP match entry, parallel to Spec.Match.HTTP.
@@ -25,7 +25,7 @@ type Rule struct {
 }
 
 // Name is the policy's name.
-func (r *Rule) Name() string { return r.Spec.Name }
+func (r *Rule) Name() string { return r.Entry.Name }
 
 // newRule compiles p; functions says the manager loaded the scripts as Redis functions,
 // to be called with FCALL (snapshot.Redis.Functions).
@@ -34,7 +34,7 @@ func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) 
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
-	r := &Rule{Spec: p, Policy: compiled, fingerprint: fingerprint(p)}
+	r := &Rule{Entry: p, Policy: compiled, fingerprint: fingerprint(p)}
 	for _, m := range p.Match.HTTP {
 		r.hosts = append(r.hosts, lowerAll(m.Hosts))
 		r.prefixes = append(r.prefixes, compilePrefixes(m.PathPrefixes))

@@ -65,7 +65,7 @@ func ruleFor(s *snapshot.Snapshot, p snapshot.Entry, prev *Set) (*Rule, error) {
 // lastGood is prev's rule named name, when it is still in scope for s, or nil.
 func lastGood(s *snapshot.Snapshot, name string, prev *Set) *Rule {
 	r := prev.sameNamespace(s.Namespace).Rule(name)
-	if r == nil || r.Spec.InScope(s.Prefix()) != nil {
+	if r == nil || r.Entry.InScope(s.Prefix()) != nil {
 		return nil
 	}
 	return r
@@ -96,10 +96,10 @@ func reuseOrCompile(namespace string, functions bool, p snapshot.Entry, prev *Se
 func (s *Set) add(r *Rule) {
 	s.Rules = append(s.Rules, r)
 	s.byName[r.Name()] = r
-	if len(r.Spec.Match.HTTP) > 0 {
+	if len(r.Entry.Match.HTTP) > 0 {
 		s.http = append(s.http, r)
 	}
-	if m := r.Spec.Match.Envoy; m != nil {
+	if m := r.Entry.Match.Envoy; m != nil {
 		s.domains[m.Domain] = append(s.domains[m.Domain], r)
 	}
 }

@@ -62,7 +62,7 @@ func TestStoreReusesUnchangedPolicies(t *testing.T) {
 	if after.Rule("a") != before.Rule("a") {
 		t.Error("unchanged policy a was recompiled: its LocalCap counters would reset on every reload")
 	}
-	if after.Rule("b") == before.Rule("b") || after.Rule("b").Spec.Limits[0].Requests != 7 {
+	if after.Rule("b") == before.Rule("b") || after.Rule("b").Entry.Limits[0].Requests != 7 {
 		t.Error("changed policy b was not recompiled")
 	}
 }
@@ -125,9 +125,9 @@ func TestStoreRefusesOnePolicyNotTheSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := running.Current()
-	if set.Rule("a").Spec.Limits[0].Requests != 7 || set.Rule("b") != good {
+	if set.Rule("a").Entry.Limits[0].Requests != 7 || set.Rule("b") != good {
 		t.Fatalf("after an edit breaking b: a has %d requests (want 7), b is the last good one: %v",
-			set.Rule("a").Spec.Limits[0].Requests, set.Rule("b") == good)
+			set.Rule("a").Entry.Limits[0].Requests, set.Rule("b") == good)
 	}
 }
 

@@ -30,13 +30,13 @@ func (s *Service) rateLimitsOf(set *engine.Set) *rateLimits {
 	}
 	next := &rateLimits{set: set, byRule: make(map[*engine.Rule][]*rlsv3.RateLimitResponse_RateLimit, len(set.Rules))}
 	for _, r := range set.Rules {
-		if r.Spec.Match.Envoy == nil {
+		if r.Entry.Match.Envoy == nil {
 			continue
 		}
 		ls, ok := prev.reported(r)
 		if !ok {
-			for i := range r.Spec.Limits {
-				ls = append(ls, envoyRateLimit(r.Name(), &r.Spec.Limits[i]))
+			for i := range r.Entry.Limits {
+				ls = append(ls, envoyRateLimit(r.Name(), &r.Entry.Limits[i]))
 			}
 		}
 		next.byRule[r] = ls
@@ -62,8 +62,8 @@ func (c *rateLimits) of(r *engine.Rule, name string) *rlsv3.RateLimitResponse_Ra
 	if name == "" || !ok {
 		return nil
 	}
-	for i := range r.Spec.Limits {
-		if r.Spec.Limits[i].Name == name {
+	for i := range r.Entry.Limits {
+		if r.Entry.Limits[i].Name == name {
 			return ls[i]
 		}
 	}

@@ -59,7 +59,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if sent.Load() < 100 || failed.Load() != 0 {
 		t.Fatalf("%d requests, %d failed during 50 reloads; want at least 100 and none failed", sent.Load(), failed.Load())
 	}
-	if got := rig.Store.Current(); got.Version != last || got.Rule("orders").Spec.Limits[0].Requests != 1000049 {
+	if got := rig.Store.Current(); got.Version != last || got.Rule("orders").Entry.Limits[0].Requests != 1000049 {
 		t.Errorf("in force: %s, want the last loaded %s", got.Version, last)
 	}
 	t.Logf("%d requests through 50 reloads, 0 failed", sent.Load())

@@ -44,7 +44,7 @@ func For(outs []engine.Outcome) []Field {
 		if d.LimitName == "" {
 			continue
 		}
-		for _, l := range o.Rule.Spec.Limits {
+		for _, l := range o.Rule.Entry.Limits {
 			q := l.Burst
 			if q == 0 {
 				q = l.Requests
@@ -107,7 +107,7 @@ func Reason(d *engine.Outcome) string {
 	case d.Rejected:
 		return fmt.Sprintf("rate limited: policy %s requires an identity and the request has none", name)
 	case d.Decision.WithoutRedis():
-		return fmt.Sprintf("rate limited by policy %s: Redis is unavailable and its failure mode is %s", name, d.Rule.Spec.FailureMode)
+		return fmt.Sprintf("rate limited by policy %s: Redis is unavailable and its failure mode is %s", name, d.Rule.Entry.FailureMode)
 	case d.Decision.RetryAfter < 0:
 		return fmt.Sprintf("rate limited by policy %s (limit %s): the request costs more than the limit holds", name, d.Decision.LimitName)
 	}
