@@ -415,7 +415,7 @@ up() {
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
-    --profiling=false
+    --kubelet-preferred-address-types InternalIP --profiling=false
   start containerd containerd --config "$state/containerd.toml"
   wait_for "kube-apiserver" 120 kctl get --raw /readyz
   wait_for "containerd" 60 ctr --address "$run/containerd.sock" version
