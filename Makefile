@@ -75,7 +75,7 @@ demo: envtest redis proxies ## The whole system on this machine: control plane, 
 	KUBECTL="$$(hack/kubectl.sh)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: manifests generate vet envtest redis promtool proxies cluster ## Run every test against a real kube-apiserver + etcd, real redis-server, real Caddy and nginx, and a real single-node cluster.
+test: manifests generate vet envtest redis promtool proxies cluster cluster-images ## Run every test against a real kube-apiserver + etcd, real redis-server, real Caddy and nginx, and a real single-node cluster.
 	KUBECTL="$$(hack/kubectl.sh)" KUBECTL_PINNED="$$(hack/kubectl.sh --pinned)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: e2e
@@ -134,6 +134,13 @@ endif
 .PHONY: cluster
 cluster: envtest ## Build the single-node cluster's binaries (kubelet, kube-proxy, controller-manager, scheduler, CoreDNS; cached outside the clone) and install its Debian packages.
 	@hack/cluster/cluster.sh build >/dev/null
+
+# The cluster suite's images, built before `go test` so that a cold image build (up to 20 min
+# on two loaded cores) does not count against the test timeout; the suite then finds them in
+# podman's storage. Root only (rootful podman); without root the suite skips.
+.PHONY: cluster-images
+cluster-images: ## Build the cluster suite's images with podman (operator from the Dockerfile, Redis, Caddy, agnhost, pause).
+	@if [ "$$(id -u)" = 0 ]; then hack/cluster/images.sh prebuild; fi
 
 .PHONY: cluster-up
 cluster-up: cluster ## Bring up the single-node cluster on this machine (root); prints the KUBECONFIG path.

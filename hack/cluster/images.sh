@@ -9,6 +9,7 @@
 #   hack/cluster/images.sh agnhost OUT           the example app's upstream, from the pinned module
 #   hack/cluster/images.sh caddy OUT             Caddy from Debian's package (a gateway pod)
 #   hack/cluster/images.sh retag IMG NEW OUT     IMG under a second name, saved
+#   hack/cluster/images.sh prebuild              every image the cluster suite uses
 #
 # OUT is a docker-archive for `hack/cluster/cluster.sh import`. Images stay in podman's
 # storage (/var/lib/containers, outside the clone), so a second run only saves them again.
@@ -199,8 +200,23 @@ ref() {
   esac
 }
 
+# prebuild builds every image the cluster suite (test/support/cluster) uses, discarding the
+# archives: the suite saves them again in seconds.
+prebuild() {
+  local tmp n
+  tmp=$(mktemp -d)
+  "$repo/hack/redis.sh" >/dev/null
+  "$repo/hack/proxies.sh" >/dev/null 2>&1
+  operator localhost/ratelimit-operator:e2e "$tmp/operator.tar"
+  for n in pause redis agnhost caddy; do
+    simple "$(ref "$n")" "$tmp/$n.tar" "${n}_image"
+  done
+  rm -rf "$tmp"
+}
+
 case ${1:-} in
 base) base ;;
+prebuild) prebuild ;;
 operator) operator "$2" "$3" ;;
 pause | redis | agnhost | caddy)
   [[ $1 == redis ]] && "$repo/hack/redis.sh" >/dev/null

@@ -17,40 +17,10 @@ func TestPodRuns(t *testing.T) {
 	const ns = "e2e-basic"
 	namespace(t, c, ns)
 	defer dump(t, c, ns)
-	apply(t, c, ns, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: hello
-  labels: {app.kubernetes.io/name: hello}
-spec:
-  automountServiceAccountToken: false
-  securityContext:
-    runAsNonRoot: true
-    runAsUser: 65532
-    seccompProfile: {type: RuntimeDefault}
-  containers:
-  - name: hello
-    image: %s
-    imagePullPolicy: IfNotPresent
-    args: [serve-hostname, --port=9376]
-    ports: [{containerPort: 9376}]
-    readinessProbe: {httpGet: {path: /, port: 9376}, periodSeconds: 1}
-    securityContext:
-      allowPrivilegeEscalation: false
-      readOnlyRootFilesystem: true
-      capabilities: {drop: [ALL]}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: hello
-spec:
-  selector: {app.kubernetes.io/name: hello}
-  ports: [{port: 80, targetPort: 9376}]
-`, c.Images.Agnhost))
+	apply(t, c, ns, helloApp("hello", c.Images.Agnhost))
 	t0 := time.Now()
-	kc(t, c, "-n", ns, "wait", "--for=condition=Ready", "pod/hello", "--timeout=120s")
-	measure("pod created → Ready", time.Since(t0))
+	kc(t, c, "-n", ns, "rollout", "status", "deploy/hello", "--timeout=120s")
+	measure("Deployment created → pod Ready", time.Since(t0))
 
 	// A second pod dials the API server and the first pod by Service name, then exits 0.
 	apply(t, c, ns, fmt.Sprintf(`apiVersion: v1
@@ -97,7 +67,7 @@ spec:
 
 	// The Service answers from the node (or through the API server elsewhere).
 	s := newSvcClient(t, c)
-	r, err := s.get(t.Context(), ns, "hello", 80, "/", nil)
+	r, err := s.get(t.Context(), ns, "hello", "/", nil)
 	if err != nil || r.status != 200 || !strings.Contains(r.body, "hello") {
 		t.Fatalf("GET the hello Service: %v %d %q", err, r.status, r.body)
 	}

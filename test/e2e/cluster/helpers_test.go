@@ -133,8 +133,10 @@ type reply struct {
 	body   string
 }
 
-// get sends GET path to Service svc (port) in ns with the headers given.
-func (s *svcClient) get(ctx context.Context, ns, svc string, port int, path string, headers map[string]string) (reply, error) {
+// get sends GET path to port 80 of Service svc in ns with the headers given ("Host" sets
+// the request's host).
+func (s *svcClient) get(ctx context.Context, ns, svc, path string, headers map[string]string) (reply, error) {
+	const port = 80
 	var url string
 	client := s.direct
 	if client != nil {
@@ -181,4 +183,49 @@ func (s *svcClient) url(ctx context.Context, ns, svc string, port int) (string, 
 		s.ips[ns+"/"+svc] = ip
 	}
 	return fmt.Sprintf("http://%s:%d", ip, port), nil
+}
+
+// helloApp is a Deployment of agnhost serve-hostname (every path answers with the pod's
+// name) of the restricted standard, and its Service on port 80.
+func helloApp(name, image string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  labels: {app.kubernetes.io/name: %[1]s}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app.kubernetes.io/name: %[1]s}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: %[1]s}
+    spec:
+      automountServiceAccountToken: false
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        seccompProfile: {type: RuntimeDefault}
+      containers:
+      - name: %[1]s
+        image: %[2]s
+        imagePullPolicy: IfNotPresent
+        args: [serve-hostname, --port=9376]
+        ports: [{name: http, containerPort: 9376}]
+        readinessProbe:
+          httpGet: {path: /, port: 9376}
+          periodSeconds: 1
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL]}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: %[1]s
+spec:
+  selector: {app.kubernetes.io/name: %[1]s}
+  ports: [{name: http, port: 80, targetPort: http}]
+`, name, image)
 }

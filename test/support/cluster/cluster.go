@@ -135,7 +135,7 @@ func (c *Cluster) Stop() error {
 	if c == nil || !c.Local {
 		return nil
 	}
-	defer os.RemoveAll(c.tmp)
+	defer func() { _ = os.RemoveAll(c.tmp) }()
 	if c.reused || os.Getenv("CLUSTER_KEEP") == "1" {
 		fmt.Fprintf(os.Stderr, "cluster: kept up (CLUSTER_KEEP=1): KUBECONFIG=%s; hack/cluster/cluster.sh down ends it\n", c.Kubeconfig)
 		return nil
