@@ -966,7 +966,7 @@ func (j *journey) metrics(t *testing.T) {
 	}
 	wait.Eventually(t, time.Minute, "the scraper to read the metrics", func() error {
 		code, body := scrape("e2e-scraper")
-		if code != 200 || !strings.Contains(body, "controller_runtime_reconcile_total") {
+		if code != 200 || !strings.Contains(body, "rest_client_requests_total") {
 			return fmt.Errorf("scrape: %d %.200s", code, body)
 		}
 		return nil
