@@ -136,6 +136,9 @@ operator() {
   log "building $img from the Dockerfile with podman"
   make -s -C "$repo" docker-build CONTAINER_TOOL=podman IMG="$img" >&2
   log "built $img in $((SECONDS - t0))s"
+  # Each source state leaves an untagged image and its build layers: keep a few days' worth
+  # (the layer cache), not every build since the machine started.
+  podman image prune -f --filter until=72h >/dev/null 2>&1 || true
   save "$out" "$img"
 }
 
