@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Prints the path of a kubectl: the one on PATH, or one built from the Go module proxy, pinned
 # by hack/kubectl/go.mod, into a cache outside the clone (about two minutes cold on two cores).
-# Progress goes to stderr.
+# With --pinned, always the pinned one: the real cluster (hack/cluster) runs the pinned
+# Kubernetes, which a kubectl on PATH may be too old for. Progress goes to stderr.
 set -euo pipefail
 
-if command -v kubectl >/dev/null 2>&1; then
+if [[ ${1:-} != --pinned ]] && command -v kubectl >/dev/null 2>&1; then
   command -v kubectl
   exit 0
 fi
