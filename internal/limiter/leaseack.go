@@ -64,10 +64,10 @@ func (l *Limiter) leaseRoundTrip(ctx context.Context, s *Script, keys []string, 
 // primaryFor is the client of the primary that owns key, and its address as the key of the
 // replica count: the Cluster node, or the one client of a standalone or Sentinel setup.
 func (l *Limiter) primaryFor(ctx context.Context, key string) (leaseNode, string, error) {
-	if l.shards == nil {
+	if l.primaries == nil {
 		return l.rdb, "", nil
 	}
-	node, err := l.shards.cc.MasterForKey(ctx, key)
+	node, err := l.primaries.cc.MasterForKey(ctx, key)
 	if err != nil {
 		return nil, "", fmt.Errorf("primary for %q: %w", key, err)
 	}

@@ -77,13 +77,13 @@ type Request struct {
 // Limiter answers checks against Redis (standalone, Cluster or Sentinel through
 // redis.UniversalClient). Safe for concurrent use.
 type Limiter struct {
-	rdb     redis.UniversalClient
-	opts    Options
-	breaker *breaker
-	shards  *shards // per-primary breakers on Redis Cluster
-	batch   *batcher
-	denies  *denyCache
-	leases  *localTier
+	rdb       redis.UniversalClient
+	opts      Options
+	breaker   *breaker
+	primaries *primaries // per-primary breakers on Redis Cluster
+	batch     *batcher
+	denies    *denyCache
+	leases    *localTier
 	// replicas is the replica count each primary's ROLE last gave (address -> int64; ""
 	// for the one primary of a standalone or Sentinel setup), what a lease call's WAIT
 	// waits for.
@@ -106,7 +106,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	l := &Limiter{rdb: rdb, opts: opts, socketDeadlines: contextDeadlines(rdb)}
 	l.breaker = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second,
 		max(opts.Timeout, time.Second), func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
-	l.shards = newShards(rdb, opts)
+	l.primaries = newPrimaries(rdb, opts)
 	var err error
 	if opts.DenyCacheSize > 0 {
 		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.Timeout); err != nil {
@@ -126,8 +126,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 // caller's to close.
 func (l *Limiter) Close() {
 	l.breaker.close()
-	if l.shards != nil {
-		l.shards.close()
+	if l.primaries != nil {
+		l.primaries.close()
 	}
 	if l.batch != nil {
 		l.batch.close()
@@ -258,8 +258,8 @@ func (l *Limiter) fallback(p *Policy, r Request, cause error, b *breaker) Decisi
 // as soon as possible: a dead primary answers nothing that would trigger a reload. go-redis
 // coalesces the requests (one reload at a time, with a short cooldown), so this is cheap.
 func (l *Limiter) reloadSlots(ctx context.Context) {
-	if l.shards != nil {
-		l.shards.cc.ReloadState(ctx)
+	if l.primaries != nil {
+		l.primaries.cc.ReloadState(ctx)
 	}
 }
 

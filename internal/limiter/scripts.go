@@ -1,9 +1,3 @@
-// Package limiter decides admit-or-deny for rate limit policies, atomically inside Redis: one
-// Lua script per algorithm checks and debits every limit of a request in one call, reading the
-// Redis server clock, with every key declared in KEYS under one hash tag. It also owns what
-// happens around the call: EVALSHA with NOSCRIPT fallback, coalescing concurrent checks into
-// pipelines, a circuit breaker, failure modes and a local cache of certain denials.
-// It has no Kubernetes imports.
 package limiter
 
 import (

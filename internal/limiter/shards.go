@@ -3,126 +3,158 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
 	"sync"
-	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
-// shards gives each Redis Cluster primary its own circuit breaker, so one failed shard sends
-// only its own identities to the failure mode: with one breaker for the whole cluster, a
-// killed primary sent checks of the healthy primaries to the failure mode too
-// (docs/benchmarks.md, "Measurements behind the defaults"). Standalone and Sentinel keep
-// the single breaker.
-//
-// A breaker belongs to a primary's address, not to the go-redis client of the moment: go-redis
-// closes a node's client a minute after the node left its slot map and makes a new one when
-// the node returns, so a probe holding the first client would fail with "redis: client is
-// closed" for good. Each probe therefore asks a fresh slot map which client serves that
-// address as a primary now; a breaker whose address serves no slot any more is retired (see
-// probe).
-type shards struct {
-	cc     *redis.ClusterClient
-	create func(probe func(context.Context) error) *breaker
-	byAddr sync.Map // primary address -> *breaker
+// MaxShards is the most shards a global limit may be spread over.
+const MaxShards = 16
 
-	mu     sync.Mutex
-	closed bool // set by close: breakers made later are closed at once
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// shardSet is a sharded policy's parts: one sub-policy per shard, each holding its share of
+// every limit, and the shard identities of the identities seen (a few: sharding is for
+// Fixed identities).
+type shardSet struct {
+	parts []*Policy
+	mu    sync.Mutex
+	ids   map[string][]string
 }
 
-// breakerFor is the breaker of the primary that owns key, or the limiter's own breaker
-// when not on Cluster or the slot's owner is unknown.
-func (l *Limiter) breakerFor(ctx context.Context, key string) *breaker {
-	if l.shards == nil {
-		return l.breaker
-	}
-	node, err := l.shards.cc.MasterForKey(ctx, key)
-	if err != nil {
-		return l.breaker
-	}
-	return l.shards.get(node.Options().Addr)
-}
+// maxShardIdentities bounds the identities whose shard identities are remembered.
+const maxShardIdentities = 64
 
-// get returns the breaker of the primary at addr, making it on first use.
-func (s *shards) get(addr string) *breaker {
-	if b, ok := s.byAddr.Load(addr); ok {
-		return b.(*breaker) //nolint:forcetypeassert // only *breaker is stored
-	}
-	var b *breaker
-	b = s.create(func(ctx context.Context) error { return s.probe(ctx, addr, b) })
-	actual, loaded := s.byAddr.LoadOrStore(addr, b)
-	if loaded {
-		b.close()
-		return actual.(*breaker) //nolint:forcetypeassert // only *breaker is stored
-	}
-	s.mu.Lock()
-	if s.closed {
-		b.close()
-	}
-	s.mu.Unlock()
-	return b
-}
-
-// probe is the open breaker b's test of the primary at addr: PING through the client that a
-// freshly loaded slot map names for addr (the reload also lets checks find a promoted
-// replica). When addr is no primary any more, no check can be routed there: b is retired,
-// forgotten so that the node gets a fresh breaker if it becomes a primary again, and probe
-// reports success, which closes b and ends its probe loop.
-func (s *shards) probe(ctx context.Context, addr string, b *breaker) error {
-	node, err := s.primary(ctx, addr)
-	if err != nil {
-		return fmt.Errorf("probe %s: slot map: %w", addr, err)
-	}
-	if node == nil {
-		s.byAddr.CompareAndDelete(addr, b)
+// buildShards splits p's limits over c.Shards sub-policies (the global tier): shard i gets
+// requests/N (and burst/N) plus one of the remainder for i < remainder, so the shares add
+// up to the limit exactly. Each shard keeps p's templates; its keys differ by the identity.
+func (p *Policy) buildShards(c Spec) FieldErrors {
+	n := c.Shards
+	if n <= 1 {
 		return nil
 	}
-	if err := node.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("probe %s: %w", addr, err)
+	if n > MaxShards {
+		return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("at most %d, got %d", MaxShards, n)}}
 	}
+	set := &shardSet{ids: map[string][]string{}}
+	for i := range n {
+		part := c
+		part.Shards = 0
+		part.Limits = make([]Limit, len(c.Limits))
+		for j, l := range c.Limits {
+			if l.Requests < int64(n) || burstOf(c.Algorithm, l) < int64(n) {
+				return FieldErrors{{Field: fmt.Sprintf("limits[%d].requests", j), Detail: fmt.Sprintf("%d shards need at least %d requests (and burst) per limit: each shard holds a share", n, n)}}
+			}
+			part.Limits[j] = shareOf(c.Algorithm, l, n, i)
+		}
+		// A share's T rounds up to whole µs, so its refill horizon may pass the policy's by
+		// a few µs per request: its keys live that much longer.
+		part.TTL = max(c.TTL, Horizon(c.Algorithm, part.Limits))
+		sp, err := NewPolicy(part)
+		if err != nil {
+			return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("shard %d of %d: %v", i, n, err)}}
+		}
+		set.parts = append(set.parts, sp)
+	}
+	p.shards = set
 	return nil
 }
 
-// primary reloads the slot map and returns the client of the primary at addr, or nil when
-// addr serves no slot.
-func (s *shards) primary(ctx context.Context, addr string) (*redis.Client, error) {
-	var (
-		mu    sync.Mutex
-		found *redis.Client
-	)
-	// ForEachMaster reloads the slot map first (ClusterClient.ForEachMaster: state.ReloadOrGet).
-	err := s.cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
-		if c.Options().Addr == addr {
-			mu.Lock()
-			found = c
-			mu.Unlock()
+// shareOf is shard i's share of l over n shards.
+func shareOf(a Algorithm, l Limit, n, i int) Limit {
+	split := func(v int64) int64 {
+		s := v / int64(n)
+		if int64(i) < v%int64(n) {
+			s++
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reload: %w", err)
+		return s
 	}
-	return found, nil
+	out := l
+	out.Requests = split(l.Requests)
+	if l.Burst != 0 && (a == TokenBucket || a == GCRA) {
+		out.Burst = split(l.Burst)
+	}
+	return out
 }
 
-// close stops every shard breaker's probe, and those of breakers made from now on.
-func (s *shards) close() {
+// identities are the shard identities of identity: for shard i, identity + "~" + the first
+// number whose hash tag's slot lies in the i-th of N equal slot ranges, so that on a Cluster
+// whose primaries own equal contiguous ranges (as redis-cli --cluster create makes them)
+// each shard lands on its own primary. Deterministic: every sidecar finds the same keys.
+func (s *shardSet) identities(identity string) []string {
 	s.mu.Lock()
-	s.closed = true
+	ids, ok := s.ids[identity]
 	s.mu.Unlock()
-	s.byAddr.Range(func(_, b any) bool {
-		b.(*breaker).close() //nolint:forcetypeassert // only *breaker is stored
-		return true
-	})
+	if ok {
+		return ids
+	}
+	ids = make([]string, len(s.parts))
+	n := len(s.parts)
+	p := s.parts[0]
+	for i := range ids {
+		lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n
+		for j := 0; ; j++ {
+			cand := identity + "~" + strconv.Itoa(j)
+			key := p.state.Expand(&keylayout.Values{Namespace: p.Namespace, Policy: p.Name, Identity: cand, Limit: p.Limits[0].Name})
+			if slot := int(keylayout.Slot(key)); (slot >= lo && slot < hi) || j >= 64*n {
+				ids[i] = cand
+				break
+			}
+		}
+	}
+	s.mu.Lock()
+	if len(s.ids) < maxShardIdentities {
+		s.ids[identity] = ids
+	}
+	s.mu.Unlock()
+	return ids
 }
 
-// newShards returns per-primary breakers for a Cluster client, or nil.
-func newShards(rdb redis.UniversalClient, opts Options) *shards {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		return nil
+// firstShard is an idempotent request's first shard, from its id (FNV-1a, the same in every
+// sidecar), so a retry asks the shard that recorded its first decision.
+func firstShard(requestID string, n int) int {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(requestID))
+	return int(h.Sum64() % uint64(max(n, 1))) //nolint:gosec // n is a shard count, 2 to MaxShards
+}
+
+// checkSharded decides r against a sharded policy: one shard at random (an idempotent
+// request: the one its id picks), and when that shard denies, the others in turn; a denial
+// only when every shard denied. Each call touches one shard's keys, one hash tag.
+func (l *Limiter) checkSharded(ctx context.Context, p *Policy, r Request) Decision {
+	ids := p.shards.identities(r.Identity)
+	n := len(ids)
+	start := rand.IntN(n) //nolint:gosec // load spreading, not security
+	if p.idempotent(r) {
+		start = firstShard(r.RequestID, n)
 	}
-	return &shards{cc: cc, create: func(probe func(context.Context) error) *breaker {
-		return newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, 5*time.Second, max(opts.Timeout, time.Second), probe)
-	}}
+	var denied Decision
+	for k := range n {
+		i := (start + k) % n
+		sr := r
+		sr.Identity = ids[i]
+		d := p.wholeLimit(l.checkOne(ctx, p.shards.parts[i], sr))
+		if d.Allowed || d.WithoutRedis() {
+			return d
+		}
+		if k == 0 || d.RetryAfter >= 0 && (denied.RetryAfter < 0 || d.RetryAfter < denied.RetryAfter) {
+			denied = d
+		}
+	}
+	return denied
+}
+
+// wholeLimit reports a shard's decision against the policy's whole limit: Limit is the
+// limit's size, not the shard's share (Remaining stays the shard's).
+func (p *Policy) wholeLimit(d Decision) Decision {
+	for i, lim := range p.Limits {
+		if lim.Name == d.LimitName {
+			d.Limit = p.size(i)
+		}
+	}
+	return d
 }
