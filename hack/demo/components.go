@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // controlPlane starts kube-apiserver + etcd with the CRD and the webhook configurations.
@@ -23,13 +23,13 @@ func (d *demo) controlPlane(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	env, err := kube.Start(kube.WithWebhookConfigs, gatewayCRDs)
+	env, err := controlplane.Start(controlplane.WithWebhookConfigs, gatewayCRDs)
 	if err != nil {
 		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
 	}
 	d.env = env
 	d.kcfg = filepath.Join(d.dir, "kubeconfig")
-	if err := kube.WriteKubeconfig(env.Config, d.kcfg); err != nil {
+	if err := controlplane.WriteKubeconfig(env.Config, d.kcfg); err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	d.say("API server %s, kubeconfig %s", env.Config.Host, d.kcfg)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // demo is one run: what it started (to stop it) and what it saw (for the summary).
@@ -18,7 +18,7 @@ type demo struct {
 	start time.Time
 	out   io.Writer
 	dir   string
-	env   *kube.Env
+	env   *controlplane.Env
 	kcfg  string
 	redis *proc
 	procs []*proc

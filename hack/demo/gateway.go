@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // gateway runs a real Caddy with the shipped config/gateways/caddy/Caddyfile in front of the
@@ -48,7 +48,7 @@ func (d *demo) startCaddy(ctx context.Context) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("caddy home: %w", err)
 	}
-	conf := filepath.Join(kube.RepoRoot(), "config", "gateways", "caddy", "Caddyfile")
+	conf := filepath.Join(controlplane.RepoRoot(), "config", "gateways", "caddy", "Caddyfile")
 	p, err := d.startProcEnv("caddy", []string{"HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
 		"SERVED_HOSTS=127.0.0.1", "LISTEN_PORT=" + port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR=" + d.addrs.forwardAuth, "UPSTREAM_ADDR=" + d.addrs.upstream},
 		bin, "run", "--adapter", "caddyfile", "--config", conf)

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/pinnedmod"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 )
 
 //go:embed gatewayapi.yaml
@@ -27,7 +27,7 @@ const gatewayAPIModule = "sigs.k8s.io/gateway-api"
 // withGatewayAPI installs Gateway API's standard-channel CRDs into the control plane, from
 // the pinned module (the module cache; no download when it is warm).
 func withGatewayAPI() (func(*envtest.Environment), error) {
-	dirs, err := pinnedmod.Download(filepath.Join(kube.RepoRoot(), "hack", "gatewaycrds"), gatewayAPIModule)
+	dirs, err := pinnedmod.Download(filepath.Join(controlplane.RepoRoot(), "hack", "gatewaycrds"), gatewayAPIModule)
 	if err != nil {
 		return nil, fmt.Errorf("gateway API CRDs: %w", err)
 	}

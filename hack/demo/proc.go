@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // proc is a process the demo started; stop ends it by its PID.
@@ -79,7 +79,7 @@ func (p *proc) kill() {
 func (d *demo) build(ctx context.Context, pkg string) (string, error) {
 	bin := filepath.Join(d.dir, filepath.Base(pkg))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./"+pkg)
-	cmd.Dir = kube.RepoRoot()
+	cmd.Dir = controlplane.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 var (
@@ -45,7 +45,7 @@ func (d *demo) applySamples(ctx context.Context) error {
 	if out, err := d.kubectl(ctx, nil, "create", "namespace", ns); err != nil {
 		return fmt.Errorf("kubectl create namespace: %w\n%s", err, out)
 	}
-	if out, err := d.kubectl(ctx, nil, "apply", "-n", ns, "-k", filepath.Join(kube.RepoRoot(), "config", "samples")); err != nil {
+	if out, err := d.kubectl(ctx, nil, "apply", "-n", ns, "-k", filepath.Join(controlplane.RepoRoot(), "config", "samples")); err != nil {
 		return fmt.Errorf("kubectl apply -k config/samples: %w\n%s", err, out)
 	}
 	if out, err := d.kubectl(ctx, demoPolicy, "apply", "-n", ns, "-f", "-"); err != nil {

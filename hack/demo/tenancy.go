@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // The demo runs Redis as a production install would with per-namespace users: the default
@@ -31,7 +31,7 @@ const (
 // redisUserArgs are redis-server's arguments declaring the users: default off, and the
 // administrative user of config/redis/acl.conf with password.
 func redisUserArgs(password string) ([]string, error) {
-	src, err := os.ReadFile(filepath.Join(kube.RepoRoot(), adminACLFile))
+	src, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), adminACLFile))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", adminACLFile, err)
 	}

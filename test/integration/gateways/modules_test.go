@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/pinnedmod"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 )
 
 // Module paths of the gateway projects, as hack/gatewaycrds/go.mod requires them.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/pinnedmod"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 )
 
 // externalCRDs are the CRD files of the kinds the chart renders beyond Kubernetes' own, by the

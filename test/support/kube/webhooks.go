@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -28,16 +26,6 @@ import (
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
-
-// WithWebhookConfigs is a Start option that installs the webhook configurations of
-// config/webhook, rewritten by envtest to call a webhook server on this machine.
-func WithWebhookConfigs(e *envtest.Environment) {
-	e.WebhookInstallOptions = envtest.WebhookInstallOptions{
-		// The directory also holds kustomization.yaml and service.yaml; envtest only
-		// installs the Mutating/ValidatingWebhookConfigurations it finds.
-		Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")},
-	}
-}
 
 // StartWebhooks is Start with the RateLimitPolicy admission webhooks served in-process: the
 // API server calls them over TLS exactly as a cluster would. It returns once the webhook
