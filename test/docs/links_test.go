@@ -115,10 +115,10 @@ func readPage(path string) (page, error) {
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		if m := fenceRe.FindStringSubmatch(line); m != nil {
-			switch {
-			case fence == "":
+			switch fence {
+			case "":
 				fence = m[1]
-			case fence == m[1]:
+			case m[1]:
 				fence = ""
 			}
 			continue
@@ -163,25 +163,58 @@ func TestGitHubAnchor(t *testing.T) {
 	}
 }
 
+// pages reads each Markdown file once.
+type pages map[string]page
+
+func (ps pages) load(path string) (page, error) {
+	if p, ok := ps[path]; ok {
+		return p, nil
+	}
+	p, err := readPage(path)
+	if err == nil {
+		ps[path] = p
+	}
+	return p, err
+}
+
+// checkLink returns what is wrong with target, a link in the file rel (src on disk), or "".
+func (ps pages) checkLink(root, rel, src, target string) string {
+	path, anchor, _ := strings.Cut(target, "#")
+	dst := src
+	if path != "" {
+		if strings.HasPrefix(path, "/") {
+			return "use a path relative to the file, not one from the root"
+		}
+		dst = filepath.Join(filepath.Dir(src), filepath.FromSlash(path))
+		if r, err := filepath.Rel(root, dst); err != nil || strings.HasPrefix(r, "..") {
+			return "points outside the repository"
+		}
+		if _, err := os.Stat(dst); err != nil {
+			return "no such file or directory"
+		}
+	}
+	if anchor == "" || !strings.HasSuffix(dst, ".md") {
+		return ""
+	}
+	tp, err := ps.load(dst)
+	if err != nil {
+		return err.Error()
+	}
+	if !tp.anchors[anchor] && !generatedDangling[filepath.ToSlash(rel)+"#"+anchor] {
+		return fmt.Sprintf("no heading with anchor #%s in %s", anchor, filepath.Base(dst))
+	}
+	return ""
+}
+
 // TestLinks checks that every relative link of the docs names an existing file or
 // directory, and that every #anchor names a heading of the Markdown page it points into.
 func TestLinks(t *testing.T) {
 	root := repoRoot(t)
-	pages := map[string]page{}
-	load := func(path string) (page, error) {
-		if p, ok := pages[path]; ok {
-			return p, nil
-		}
-		p, err := readPage(path)
-		if err == nil {
-			pages[path] = p
-		}
-		return p, err
-	}
+	ps := pages{}
 	checked := 0
 	for _, rel := range docFiles(t, root) {
 		src := filepath.Join(root, rel)
-		p, err := load(src)
+		p, err := ps.load(src)
 		if err != nil {
 			t.Fatalf("%s: %v", rel, err)
 		}
@@ -190,34 +223,8 @@ func TestLinks(t *testing.T) {
 				continue
 			}
 			checked++
-			where := fmt.Sprintf("%s:%d: link %q", rel, l.line, l.target)
-			path, anchor, _ := strings.Cut(l.target, "#")
-			target := src
-			if path != "" {
-				if strings.HasPrefix(path, "/") {
-					t.Errorf("%s: use a path relative to the file, not one from the root", where)
-					continue
-				}
-				target = filepath.Join(filepath.Dir(src), filepath.FromSlash(path))
-				if r, err := filepath.Rel(root, target); err != nil || strings.HasPrefix(r, "..") {
-					t.Errorf("%s: points outside the repository", where)
-					continue
-				}
-				if _, err := os.Stat(target); err != nil {
-					t.Errorf("%s: no such file or directory", where)
-					continue
-				}
-			}
-			if anchor == "" || !strings.HasSuffix(target, ".md") {
-				continue
-			}
-			tp, err := load(target)
-			if err != nil {
-				t.Errorf("%s: %v", where, err)
-				continue
-			}
-			if !tp.anchors[anchor] && !generatedDangling[filepath.ToSlash(rel)+"#"+anchor] {
-				t.Errorf("%s: no heading with anchor #%s in %s", where, anchor, filepath.Base(target))
+			if msg := ps.checkLink(root, rel, src, l.target); msg != "" {
+				t.Errorf("%s:%d: link %q: %s", rel, l.line, l.target, msg)
 			}
 		}
 	}
