@@ -79,8 +79,8 @@ test: manifests generate vet envtest redis promtool proxies cluster cluster-imag
 	KUBECTL="$$(hack/kubectl.sh)" KUBECTL_PINNED="$$(hack/kubectl.sh --pinned)" KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test $(GO_TEST_FLAGS) $(PKG)
 
 .PHONY: e2e
-e2e: ## Run the cluster suite (test/e2e/cluster) against KUBECONFIG's cluster with the image E2E_IMAGE (see README).
-	@[ -n "$$KUBECONFIG" ] && [ -n "$$E2E_IMAGE" ] || { echo "set KUBECONFIG and E2E_IMAGE (the operator image your cluster can pull); see README" >&2; exit 1; }
+e2e: ## Run the cluster suite (test/e2e/cluster) against KUBECONFIG's cluster with the image E2E_IMAGE (see docs/install.md).
+	@[ -n "$$KUBECONFIG" ] && [ -n "$$E2E_IMAGE" ] || { echo "set KUBECONFIG and E2E_IMAGE (the operator image your cluster can pull); see docs/install.md" >&2; exit 1; }
 	KUBECTL_PINNED="$${KUBECTL:-$$(hack/kubectl.sh)}" go test -count=1 -timeout 45m -v ./test/e2e/cluster/
 
 .PHONY: bench

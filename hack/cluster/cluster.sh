@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A single-node Kubernetes on this machine, from parts it can get (README: "A real cluster on
-# this machine"):
+# A single-node Kubernetes on this machine, from parts it can get (docs/development.md, "A real
+# cluster on this machine"):
 #   etcd, kube-apiserver         the envtest build (hack/envtest.sh)
 #   kubelet, kube-proxy,         built from the same pinned k8s.io/kubernetes module
 #   kube-controller-manager,     (hack/envtest/go.mod), cached beside the envtest binaries
