@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // Module paths of the gateway projects, as hack/gatewaycrds/go.mod requires them.

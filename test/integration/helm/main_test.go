@@ -21,9 +21,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
-	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 )
 
 // externalCRDs are the CRD files of the kinds the chart renders beyond Kubernetes' own, by the
