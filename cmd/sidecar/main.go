@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
@@ -27,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/forwardauth"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 // ErrNoSnapshot is DecideHTTP's error before the first snapshot is known: nothing can be

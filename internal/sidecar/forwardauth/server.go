@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"

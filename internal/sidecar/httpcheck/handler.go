@@ -14,8 +14,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"

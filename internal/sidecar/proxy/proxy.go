@@ -19,9 +19,9 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
