@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	app.SetGCPercent(o.gcPercent)
 	a := app.New(o.config(log))
 	fronts := []app.Front{
-		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
+		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http, log.WithName(httpcheck.FrontName))},
 		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")), extauthz.New(a.Engine, log.WithName("extauthz")))},
 		{Name: forwardauth.FrontName, Addr: o.fwdAuthAddr, Server: forwardauth.NewServer(a.Engine, o.fwdAuthTrust, o.http, log.WithName("forwardauth"))},
 	}
