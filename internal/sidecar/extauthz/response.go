@@ -26,11 +26,11 @@ func response(v *verdict.Verdict) *authv3.CheckResponse {
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: headerOptions(v.Fields)}},
 		}
 	case verdict.Denied:
-		return denied(codes.PermissionDenied, typev3.StatusCode(v.Status), v.Fields, v.Message)
+		return denied(codes.PermissionDenied, typev3.StatusCode_TooManyRequests, v.Fields, v.Message)
 	}
 	// the text may quote the caller's path: invalid UTF-8 (which a proto string cannot carry)
 	// is replaced
-	return denied(codes.InvalidArgument, typev3.StatusCode(v.Status), nil, strings.ToValidUTF8(v.Message, "\uFFFD"))
+	return denied(codes.InvalidArgument, typev3.StatusCode_BadRequest, nil, strings.ToValidUTF8(v.Message, "\uFFFD"))
 }
 
 // denied is a denied_response with HTTP status code and a text/plain body of one line,

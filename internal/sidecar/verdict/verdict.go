@@ -24,13 +24,13 @@ import (
 type Kind int
 
 const (
-	// Admitted: no policy denied the request (or none governs it).
+	// Admitted is a request no policy denied (or none governs).
 	Admitted Kind = iota
-	// Denied: a policy denied it.
+	// Denied is a request a policy denied.
 	Denied
-	// BadRequest: the request cannot be judged as sent; nothing was debited.
+	// BadRequest is a request that cannot be judged as sent; nothing was debited.
 	BadRequest
-	// Unavailable: nothing can be judged yet, as no snapshot is loaded.
+	// Unavailable is a request that cannot be judged yet, as no snapshot is loaded.
 	Unavailable
 )
 
