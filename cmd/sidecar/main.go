@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
@@ -27,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/forwardauth"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 )
 
@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	app.SetGCPercent(o.gcPercent)
 	a := app.New(o.config(log))
 	fronts := []app.Front{
-		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http)},
+		{Name: httpcheck.FrontName, Addr: o.httpAddr, Server: httpcheck.NewServer(a.Engine, o.http, log.WithName(httpcheck.FrontName))},
 		{Name: "grpc", Addr: o.grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log.WithName("envoy")), extauthz.New(a.Engine, log.WithName("extauthz")))},
 		{Name: forwardauth.FrontName, Addr: o.fwdAuthAddr, Server: forwardauth.NewServer(a.Engine, o.fwdAuthTrust, o.http, log.WithName("forwardauth"))},
 	}

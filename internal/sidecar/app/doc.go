@@ -15,7 +15,7 @@
 //
 //	fronts := []app.Front{
 //		{Name: "grpc", Addr: grpcAddr, Server: grpcserver.New(envoyrls.New(a.Engine, log), extauthz.New(a.Engine, log))},
-//		{Name: httpcheck.FrontName, Addr: httpAddr, Server: httpcheck.NewServer(a.Engine, limits)},
+//		{Name: httpcheck.FrontName, Addr: httpAddr, Server: httpcheck.NewServer(a.Engine, limits, log)},
 //	}
 //	return a.Run(ctx, fronts...)
 //

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 // ErrNoSnapshot is DecideHTTP's error before the first snapshot is known: nothing can be
@@ -42,13 +42,25 @@ func ParseTarget(method, target string) (httppath.Path, string, error) {
 // stopping at the first denial (DecideAll). No matched policy gives no outcomes: the request
 // is admitted. The error is ErrNoSnapshot or a *BadRequestError, and nothing was debited.
 func (g *Engine) DecideHTTP(ctx context.Context, front string, r *HTTPRequest) ([]Outcome, error) {
-	set := g.Store.Current()
-	if set == nil {
-		return nil, ErrNoSnapshot
+	set, err := g.Snapshot()
+	if err != nil {
+		return nil, err
 	}
 	rules, checks, err := set.PlanHTTP(r)
 	if err != nil {
 		return nil, &BadRequestError{Err: err}
 	}
 	return g.DecideAll(ctx, front, rules, checks), nil
+}
+
+// Snapshot is the snapshot in force, or ErrNoSnapshot before the first one is loaded (or
+// when g has no store).
+func (g *Engine) Snapshot() (*Set, error) {
+	if g == nil || g.Store == nil {
+		return nil, ErrNoSnapshot
+	}
+	if set := g.Store.Current(); set != nil {
+		return set, nil
+	}
+	return nil, ErrNoSnapshot
 }

@@ -8,8 +8,8 @@
 //
 // The engine knows no front's wire format. A front turns its request into what the engine
 // reads (an HTTPRequest for whole HTTP requests, DescriptorEntry lists for Envoy
-// descriptors, or a Check built from its own fields), asks Decide or DecideAll, and writes
-// the Outcomes in its own form.
+// descriptors, or a Check built from its own fields), asks through package verdict, which
+// turns the Outcomes into the one answer every front writes in its own form.
 //
 // While tracing is on (package tracing), Decide records a ratelimit.decide span per policy,
 // child of the front's span in the context, and an EVALSHA span when Redis answered.

@@ -7,9 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 )
 

@@ -3,8 +3,8 @@ package engine_test
 import (
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 // mustPath is the normalized path of target.

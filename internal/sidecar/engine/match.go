@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 

@@ -3,9 +3,9 @@ package engine
 import (
 	"fmt"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 

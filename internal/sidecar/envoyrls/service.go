@@ -2,6 +2,8 @@ package envoyrls
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // FrontName names the Envoy RLS front in metrics and logs.
@@ -42,14 +45,13 @@ func (s *Service) Register(g *grpc.Server) {
 	rlsv3.RegisterRateLimitServiceServer(g, s)
 }
 
-// maxLoggedDomain bounds the domain text written to logs: the domain is caller input.
-const maxLoggedDomain = 128
-
-// descriptorPlan is one descriptor of a request, matched and with its checks prepared.
+// descriptorPlan is one descriptor of a request, matched and with its checks prepared, and
+// once decided its outcomes.
 type descriptorPlan struct {
 	entries []engine.DescriptorEntry
 	rules   []*engine.Rule
 	checks  []engine.Check // parallel to rules
+	outs    []engine.Outcome
 }
 
 // ShouldRateLimit decides every descriptor of req. Each descriptor is decided on its own (as
@@ -62,68 +64,88 @@ type descriptorPlan struct {
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ctx, span := tracing.StartGRPC(ctx, FrontName)
 	defer span.End()
-	set, err := s.validate(req)
+	f := s.front()
+	set, plans, err := s.plan(req)
 	if err != nil {
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return nil, err
+		return nil, grpcError(f.Refuse(span, err))
+	}
+	v := f.Decided(span, s.decideAll(ctx, plans))
+	return response(&v, plans, s.rateLimitsOf(set)), nil
+}
+
+// front is the verdict front of this service.
+func (s *Service) front() verdict.Front {
+	return verdict.Front{Name: FrontName, Engine: s.Engine, Log: s.Log}
+}
+
+// plan validates req and prepares every descriptor's checks on the snapshot in force.
+func (s *Service) plan(req *rlsv3.RateLimitRequest) (*engine.Set, []descriptorPlan, error) {
+	if err := validate(req); err != nil {
+		return nil, nil, err
+	}
+	set, err := s.Engine.Snapshot()
+	if err != nil {
+		return nil, nil, err
 	}
 	plans, err := planRequest(set, req)
-	if err != nil {
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return nil, err
+	return set, plans, err
+}
+
+// grpcError is the gRPC status of a request that was not judged.
+func grpcError(v verdict.Verdict) error {
+	if v.Kind == verdict.Unavailable {
+		return status.Error(codes.Unavailable, v.Message)
 	}
-	limits := s.rateLimitsOf(set)
+	return status.Error(codes.InvalidArgument, v.Message)
+}
+
+// decideAll decides every descriptor and returns the outcomes of all of them, in order.
+func (s *Service) decideAll(ctx context.Context, plans []descriptorPlan) []engine.Outcome {
+	var all []engine.Outcome
+	for i := range plans {
+		p := &plans[i]
+		p.outs = s.decide(ctx, p)
+		if len(plans) == 1 {
+			return p.outs // the common case: no copy
+		}
+		all = append(all, p.outs...)
+	}
+	return all
+}
+
+// response answers v: OVER_LIMIT when a descriptor is over its limit, each descriptor's
+// status, and v's RateLimit headers.
+func response(v *verdict.Verdict, plans []descriptorPlan, limits *rateLimits) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(plans)),
+		OverallCode:          rlsv3.RateLimitResponse_OK,
+		Statuses:             make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(plans)),
+		ResponseHeadersToAdd: headerValues(v.Fields),
+	}
+	if v.Kind == verdict.Denied {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	statuses := make([]descriptorStatusAlloc, len(plans)) // one allocation for all
-	var all []engine.Outcome                              // the outcomes of every descriptor, for the headers
 	for i := range plans {
-		outs := s.decide(ctx, &plans[i])
-		st := statuses[i].fill(outs, limits)
-		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		resp.Statuses[i] = st
-		engine.LogDenials(s.Log, FrontName, outs, "domain", loggedDomain(req.GetDomain()), "descriptor", i)
-		if len(plans) == 1 {
-			all = outs // the common case: no copy
-		} else {
-			all = append(all, outs...)
-		}
+		resp.Statuses[i] = statuses[i].fill(plans[i].outs, limits)
 	}
-	resp.ResponseHeadersToAdd = headerValues(ratelimitheaders.For(all))
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		tracing.EndFront(span, tracing.ResultDenied, len(all))
-	} else {
-		tracing.EndFront(span, tracing.ResultAllowed, len(all))
-	}
-	return resp, nil
+	return resp
 }
 
 // MaxDescriptors bounds the descriptors of one request: each matched one costs a Redis call.
 const MaxDescriptors = 64
 
-// validate checks the request's shape and returns the snapshot in force.
-func (s *Service) validate(req *rlsv3.RateLimitRequest) (*engine.Set, error) {
+// validate checks the request's shape.
+func validate(req *rlsv3.RateLimitRequest) error {
 	if req.GetDomain() == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "domain must not be empty")
+		return errors.New("domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "descriptors must not be empty")
+		return errors.New("descriptors must not be empty")
 	}
 	if n := len(req.GetDescriptors()); n > MaxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d per request", n, MaxDescriptors)
+		return fmt.Errorf("%d descriptors: at most %d per request", n, MaxDescriptors)
 	}
-	var set *engine.Set
-	if s.Engine != nil && s.Engine.Store != nil {
-		set = s.Engine.Store.Current()
-	}
-	if set == nil {
-		return nil, status.Errorf(codes.Unavailable, "no rate limit snapshot loaded yet")
-	}
-	return set, nil
+	return nil
 }
 
 // planRequest matches every descriptor and prepares its checks, so that a refused cost in
@@ -138,20 +160,27 @@ func planRequest(set *engine.Set, req *rlsv3.RateLimitRequest) ([]descriptorPlan
 			continue
 		}
 		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument,
-				"descriptor %d: is_negative_hits (returning hits) is not supported", i)
+			return nil, fmt.Errorf("descriptor %d: is_negative_hits (returning hits) is not supported", i)
 		}
-		hits := hitsAddend(req, d)
-		p.checks = make([]engine.Check, len(p.rules))
-		for j, r := range p.rules {
-			c, err := r.DescriptorCheck(req.GetDomain(), p.entries, hits)
-			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d, policy %s: %v", i, r.Name(), err)
-			}
-			p.checks[j] = c
+		if err := p.prepare(req.GetDomain(), hitsAddend(req, d)); err != nil {
+			return nil, fmt.Errorf("descriptor %d, %w", i, err)
 		}
 	}
 	return plans, nil
+}
+
+// prepare reads the check of every policy p matched, for a descriptor of domain that
+// states the cost hits.
+func (p *descriptorPlan) prepare(domain string, hits int64) error {
+	p.checks = make([]engine.Check, len(p.rules))
+	for j, r := range p.rules {
+		c, err := r.DescriptorCheck(domain, p.entries, hits)
+		if err != nil {
+			return fmt.Errorf("policy %s: %w", r.Name(), err)
+		}
+		p.checks[j] = c
+	}
+	return nil
 }
 
 // descriptorEntries converts a descriptor's entries; a nil descriptor has none.
@@ -248,12 +277,4 @@ func headerValues(fields []ratelimitheaders.Field) []*corev3.HeaderValue {
 		out[i] = &values[i]
 	}
 	return out
-}
-
-// loggedDomain is domain as logged: at most maxLoggedDomain bytes of it, then "...".
-func loggedDomain(domain string) string {
-	if len(domain) <= maxLoggedDomain {
-		return domain
-	}
-	return domain[:maxLoggedDomain] + "..."
 }

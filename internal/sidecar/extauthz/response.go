@@ -9,31 +9,28 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // contentType is the Content-Type of every body this front has Envoy send.
 const contentType = "text/plain; charset=utf-8"
 
-// decision answers outs: OK with the RateLimit headers for the upstream's response, or a 429
-// denied_response when an outcome denied.
-func decision(outs []engine.Outcome) *authv3.CheckResponse {
-	fields := ratelimitheaders.For(outs)
-	d := engine.Denial(outs)
-	if d == nil {
+// response answers v: OK with the RateLimit headers for the upstream's response, a 429
+// denied_response when a policy denied, or a 400 one when the request cannot be judged.
+func response(v *verdict.Verdict) *authv3.CheckResponse {
+	switch v.Kind {
+	case verdict.Admitted:
 		return &authv3.CheckResponse{
 			Status:       status.New(codes.OK, "").Proto(),
-			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: headerOptions(fields)}},
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: headerOptions(v.Fields)}},
 		}
+	case verdict.Denied:
+		return denied(codes.PermissionDenied, typev3.StatusCode_TooManyRequests, v.Fields, v.Message)
 	}
-	return denied(codes.PermissionDenied, typev3.StatusCode_TooManyRequests, fields, ratelimitheaders.Reason(d))
-}
-
-// badRequest answers a request that cannot be judged: 400 with err's text. The text may
-// quote the caller's path, so invalid UTF-8 (which a proto string cannot carry) is replaced.
-func badRequest(err error) *authv3.CheckResponse {
-	return denied(codes.InvalidArgument, typev3.StatusCode_BadRequest, nil, strings.ToValidUTF8(err.Error(), "\uFFFD"))
+	// the text may quote the caller's path: invalid UTF-8 (which a proto string cannot carry)
+	// is replaced
+	return denied(codes.InvalidArgument, typev3.StatusCode_BadRequest, nil, strings.ToValidUTF8(v.Message, "\uFFFD"))
 }
 
 // denied is a denied_response with HTTP status code and a text/plain body of one line,

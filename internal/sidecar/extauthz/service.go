@@ -2,16 +2,18 @@ package extauthz
 
 import (
 	"context"
-	"errors"
+	"net/http"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // FrontName names the Envoy ext_authz front in metrics and logs.
@@ -44,30 +46,25 @@ func (s *Service) Register(g *grpc.Server) {
 func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	ctx, span := tracing.StartGRPC(ctx, FrontName)
 	defer span.End()
+	f := verdict.Front{Name: FrontName, Engine: s.Engine, Log: s.Log}
 	h := req.GetAttributes().GetRequest().GetHttp()
 	if h == nil {
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return nil, status.Error(codes.InvalidArgument, "attributes.request.http is missing: only HTTP requests are judged")
+		v := f.Reject(span, http.StatusBadRequest, "attributes.request.http is missing: only HTTP requests are judged")
+		return nil, status.Error(codes.InvalidArgument, v.Message)
 	}
-	r, err := httpRequest(h, req.GetAttributes().GetSource())
+	v := judge(ctx, span, &f, h, req.GetAttributes().GetSource())
+	if v.Kind == verdict.Unavailable {
+		return nil, status.Error(codes.Unavailable, v.Message)
+	}
+	return response(&v), nil
+}
+
+// judge is f's verdict on the HTTP request h describes, from peer src.
+func judge(ctx context.Context, span trace.Span, f *verdict.Front, h *authv3.AttributeContext_HttpRequest,
+	src *authv3.AttributeContext_Peer) verdict.Verdict {
+	r, err := httpRequest(h, src)
 	if err != nil {
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return badRequest(err), nil
+		return f.Refuse(span, err)
 	}
-	outs, err := s.Engine.DecideHTTP(ctx, FrontName, r)
-	switch {
-	case errors.Is(err, engine.ErrNoSnapshot):
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return nil, status.Error(codes.Unavailable, err.Error())
-	case err != nil:
-		tracing.EndFront(span, tracing.ResultError, 0)
-		return badRequest(err), nil
-	}
-	engine.LogDenials(s.Log, FrontName, outs)
-	result := tracing.ResultAllowed
-	if engine.Denial(outs) != nil {
-		result = tracing.ResultDenied
-	}
-	tracing.EndFront(span, result, len(outs))
-	return decision(outs), nil
+	return f.HTTP(ctx, span, r)
 }

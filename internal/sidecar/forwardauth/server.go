@@ -2,18 +2,18 @@ package forwardauth
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // FrontName names the forward-auth front in metrics and logs.
@@ -39,8 +39,10 @@ func NewServer(e *engine.Engine, trusted []netip.Prefix, limits httpserver.Limit
 // NewHandler is NewServer's handler.
 func NewHandler(e *engine.Engine, trusted []netip.Prefix, log logr.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(ForwardAuthPath, &judge{engine: e, log: log, read: forwardAuthRequest, deny: http.StatusTooManyRequests})
-	mux.Handle(AuthRequestPath, &judge{engine: e, log: log, read: authRequestRequest, deny: http.StatusForbidden})
+	mux.Handle(ForwardAuthPath, &judge{front: verdict.Front{Name: FrontName, Engine: e, Log: log, DenyStatus: http.StatusTooManyRequests},
+		read: forwardAuthRequest})
+	mux.Handle(AuthRequestPath, &judge{front: verdict.Front{Name: FrontName, Engine: e, Log: log, DenyStatus: http.StatusForbidden},
+		read: authRequestRequest})
 	return &gate{trusted: append([]netip.Prefix(nil), trusted...), next: mux, log: log}
 }
 
@@ -74,13 +76,11 @@ func (g *gate) allows(remote string) bool {
 	return false
 }
 
-// judge answers one protocol: read states the original request, deny is the status of a
-// denial.
+// judge answers one protocol: read states the original request, front.DenyStatus is the
+// status of a denial.
 type judge struct {
-	engine *engine.Engine
-	log    logr.Logger
-	read   func(*http.Request) (original, error)
-	deny   int
+	front verdict.Front
+	read  func(*http.Request) (original, error)
 }
 
 // ServeHTTP judges the original request r describes. While tracing is on, its span is the
@@ -88,47 +88,27 @@ type judge struct {
 func (j *judge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
 	defer span.End()
-	status, result, decided := j.answer(ctx, w, r)
-	tracing.EndFront(span, result, decided)
-	tracing.SetHTTPStatus(span, status)
+	v := j.answer(ctx, span, r)
+	tracing.SetHTTPStatus(span, v.Status)
+	switch v.Kind {
+	case verdict.Admitted:
+		ratelimitheaders.Set(w.Header(), v.Fields)
+		w.WriteHeader(v.Status)
+	case verdict.Denied:
+		verdict.WriteDenial(w, &v)
+	default:
+		jsonreply.Error(w, v.Status, v.Message)
+	}
 }
 
-// answer writes the answer to r and returns its status, its result for the span and how
-// many policies were decided.
-func (j *judge) answer(ctx context.Context, w http.ResponseWriter, r *http.Request) (status int, result string, decided int) {
+// answer is the verdict on the auth request r.
+func (j *judge) answer(ctx context.Context, span trace.Span, r *http.Request) verdict.Verdict {
 	req, err := j.request(r)
 	if err != nil {
-		j.log.V(1).Info("refused a forward-auth request", "path", r.URL.Path, "reason", err.Error())
-		jsonreply.Error(w, http.StatusBadRequest, err.Error())
-		return http.StatusBadRequest, tracing.ResultError, 0
+		j.front.Log.V(1).Info("refused a forward-auth request", "path", r.URL.Path, "reason", err.Error())
+		return j.front.Refuse(span, err)
 	}
-	outs, err := j.engine.DecideHTTP(ctx, FrontName, req)
-	switch {
-	case errors.Is(err, engine.ErrNoSnapshot):
-		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
-		return http.StatusServiceUnavailable, tracing.ResultError, 0
-	case err != nil:
-		jsonreply.Error(w, http.StatusBadRequest, err.Error())
-		return http.StatusBadRequest, tracing.ResultError, 0
-	}
-	fields := ratelimitheaders.For(outs)
-	if d := engine.Denial(outs); d != nil {
-		j.refuse(w, d, fields)
-		return j.deny, tracing.ResultDenied, len(outs)
-	}
-	ratelimitheaders.Set(w.Header(), fields)
-	w.WriteHeader(http.StatusOK)
-	return http.StatusOK, tracing.ResultAllowed, len(outs)
-}
-
-// refuse answers a denial: j.deny with the RateLimit headers and the reason as text.
-func (j *judge) refuse(w http.ResponseWriter, d *engine.Outcome, fields []ratelimitheaders.Field) {
-	ratelimitheaders.Set(w.Header(), fields)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(j.deny)
-	// text/plain naming a policy and a limit (DNS labels), never anything of the request;
-	// the error is ignored as the proxy may be gone.
-	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d))
+	return j.front.HTTP(ctx, span, req)
 }
 
 // request is the original request the auth request r describes, as the engine reads it.

@@ -6,19 +6,22 @@ package httpcheck
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // FrontName names the check API in metrics and logs.
@@ -76,12 +79,15 @@ type Response struct {
 type Handler struct {
 	// Engine decides.
 	Engine *engine.Engine
+	// Log receives denials at V(1). Identities are never logged.
+	Log logr.Logger
 }
 
-// NewServer is the check API's server over e, served at Path, with the listener limits.
-func NewServer(e *engine.Engine, limits httpserver.Limits) *http.Server {
+// NewServer is the check API's server over e, served at Path, with the listener limits; it
+// logs denials to log.
+func NewServer(e *engine.Engine, limits httpserver.Limits, log logr.Logger) *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle(Path, &Handler{Engine: e})
+	mux.Handle(Path, &Handler{Engine: e, Log: log})
 	return httpserver.New(mux, limits)
 }
 
@@ -90,48 +96,55 @@ func NewServer(e *engine.Engine, limits httpserver.Limits) *http.Server {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
 	defer span.End()
+	v, version := h.judge(ctx, span, r)
+	tracing.SetHTTPStatus(span, v.Status)
+	switch v.Kind {
+	case verdict.Admitted, verdict.Denied:
+		ratelimitheaders.Set(w.Header(), v.Fields)
+		jsonreply.Write(w, v.Status, response(&v.Outcomes[0], version))
+	default:
+		if v.Status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", http.MethodPost)
+		}
+		jsonreply.Error(w, v.Status, v.Message)
+	}
+}
+
+// judge is the verdict on the check r asks for, and the version of the snapshot it was
+// decided on.
+func (h *Handler) judge(ctx context.Context, span trace.Span, r *http.Request) (verdict.Verdict, string) {
+	f := verdict.Front{Name: FrontName, Engine: h.Engine, Log: h.Log}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		refuse(w, span, http.StatusMethodNotAllowed, "use POST")
-		return
+		return f.Reject(span, http.StatusMethodNotAllowed, "use POST"), ""
 	}
 	req, status, err := readRequest(r.Body)
 	if err != nil {
-		refuse(w, span, status, err.Error())
-		return
+		return f.Reject(span, status, err.Error()), ""
 	}
-	set := h.Engine.Store.Current()
-	if set == nil {
-		refuse(w, span, http.StatusServiceUnavailable, "no policy snapshot loaded yet")
-		return
+	set, err := h.Engine.Snapshot()
+	if err != nil {
+		return f.Refuse(span, err), ""
 	}
+	rule, c, status, err := checkOf(set, &req)
+	if err != nil {
+		return f.Reject(span, status, err.Error()), ""
+	}
+	return f.One(ctx, span, rule, c), set.Version
+}
+
+// checkOf is the policy req names in set and the check it states, or the status and error
+// refusing it.
+func checkOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, error) {
 	rule := set.Rule(req.Policy)
 	if rule == nil {
-		refuse(w, span, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", req.Policy, set.Namespace))
-		return
+		return nil, engine.Check{}, http.StatusNotFound, fmt.Errorf("policy: no policy %q in namespace %q", req.Policy, set.Namespace)
 	}
 	cost, err := rule.StatedCost(req.Cost)
 	if err != nil {
-		refuse(w, span, http.StatusBadRequest, "cost: "+err.Error())
-		return
+		return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("cost: %w", err)
 	}
-	o := h.Engine.Decide(ctx, FrontName, rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "",
-		Cost: cost, RequestID: req.RequestID, Fingerprint: req.Fingerprint})
-	ratelimitheaders.Set(w.Header(), ratelimitheaders.For([]engine.Outcome{o}))
-	status, result := http.StatusOK, tracing.ResultAllowed
-	if !o.Allowed {
-		status, result = http.StatusTooManyRequests, tracing.ResultDenied
-	}
-	tracing.EndFront(span, result, 1)
-	tracing.SetHTTPStatus(span, status)
-	jsonreply.Write(w, status, response(&o, set.Version))
-}
-
-// refuse answers a check that was not decided with an error body.
-func refuse(w http.ResponseWriter, span trace.Span, status int, msg string) {
-	tracing.EndFront(span, tracing.ResultError, 0)
-	tracing.SetHTTPStatus(span, status)
-	jsonreply.Error(w, status, msg)
+	return rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "", Cost: cost,
+		RequestID: req.RequestID, Fingerprint: req.Fingerprint}, 0, nil
 }
 
 // readRequest decodes a body: JSON, one object, known fields only, a policy named.

@@ -10,8 +10,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -19,12 +17,13 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
 
 // FrontName names the reverse proxy in metrics and logs.
@@ -33,16 +32,15 @@ const FrontName = "proxy"
 // Handler is the reverse proxy, as the package documentation describes. Safe for
 // concurrent use.
 type Handler struct {
-	engine *engine.Engine
-	log    logr.Logger
-	rp     *httputil.ReverseProxy
+	front verdict.Front
+	rp    *httputil.ReverseProxy
 }
 
 type headersKey struct{}
 
 // New builds a proxy to upstream, deciding with e.
 func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
-	p := &Handler{engine: e, log: log}
+	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
@@ -86,37 +84,27 @@ func NewServer(e *engine.Engine, upstream *url.URL, limits httpserver.Limits, lo
 func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := tracing.StartHTTP(r.Context(), FrontName, r.Method, r.Header)
 	defer span.End()
-	path, query, err := engine.ParseTarget(r.Method, requestTarget(r))
-	if err != nil {
-		p.refuse(w, span, http.StatusBadRequest, err.Error())
+	path, v := p.judge(ctx, span, r)
+	if v.Kind == verdict.Admitted {
+		p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(ctx, headersKey{}, v.Fields)), path))
 		return
 	}
-	outs, err := p.engine.DecideHTTP(ctx, FrontName, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
-		Path: path, Query: query, Header: engine.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
-	switch {
-	case errors.Is(err, engine.ErrNoSnapshot):
-		p.refuse(w, span, http.StatusServiceUnavailable, err.Error())
-		return
-	case err != nil:
-		p.refuse(w, span, http.StatusBadRequest, err.Error())
+	tracing.SetHTTPStatus(span, v.Status)
+	if v.Kind == verdict.Denied {
+		verdict.WriteDenial(w, &v)
 		return
 	}
-	fields := ratelimitheaders.For(outs)
-	if d := engine.Denial(outs); d != nil {
-		tracing.EndFront(span, tracing.ResultDenied, len(outs))
-		tracing.SetHTTPStatus(span, http.StatusTooManyRequests)
-		p.deny(w, d, fields)
-		return
-	}
-	tracing.EndFront(span, tracing.ResultAllowed, len(outs))
-	p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(ctx, headersKey{}, fields)), path))
+	jsonreply.Error(w, v.Status, v.Message)
 }
 
-// refuse answers a request that was not judged with an error body.
-func (p *Handler) refuse(w http.ResponseWriter, span trace.Span, status int, msg string) {
-	tracing.EndFront(span, tracing.ResultError, 0)
-	tracing.SetHTTPStatus(span, status)
-	jsonreply.Error(w, status, msg)
+// judge is the verdict on r, and r's normalized path.
+func (p *Handler) judge(ctx context.Context, span trace.Span, r *http.Request) (httppath.Path, verdict.Verdict) {
+	path, query, err := engine.ParseTarget(r.Method, requestTarget(r))
+	if err != nil {
+		return path, p.front.Refuse(span, err)
+	}
+	return path, p.front.HTTP(ctx, span, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
+		Path: path, Query: query, Header: engine.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
 }
 
 // requestTarget is r's request target as received: RequestURI, since URL.Path is already
@@ -141,11 +129,4 @@ func withPath(r *http.Request, path httppath.Path) *http.Request {
 	u.Path, _ = url.PathUnescape(u.RawPath) // a normalized path always decodes
 	r.URL = &u
 	return r
-}
-
-func (p *Handler) deny(w http.ResponseWriter, d *engine.Outcome, fields []ratelimitheaders.Field) {
-	ratelimitheaders.Set(w.Header(), fields)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = fmt.Fprintln(w, ratelimitheaders.Reason(d)) // the client may be gone
 }

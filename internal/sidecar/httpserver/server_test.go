@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 )
 
 // TestServersCutSlowClients: both kinds of server end a client that trickles its headers,

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httpserver"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 )
 
 const (

@@ -3,7 +3,7 @@ package httppath_test
 import (
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 func TestPrefixMatches(t *testing.T) {

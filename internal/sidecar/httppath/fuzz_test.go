@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 // seeds are hostile paths for both fuzz targets (testdata/fuzz holds more).

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 func TestTargetPath(t *testing.T) {

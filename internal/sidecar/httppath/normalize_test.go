@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 )
 
 func TestNormalize(t *testing.T) {
