@@ -14,8 +14,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
 )
 

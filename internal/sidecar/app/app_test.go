@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/app"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // TestRunServesFrontsAndDrains: Run serves every Front with an address on it, skips one

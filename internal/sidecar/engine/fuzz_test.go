@@ -10,7 +10,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // FuzzMatchHTTP drives the request → policy matcher and identity extraction with hostile

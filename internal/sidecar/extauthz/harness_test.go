@@ -22,7 +22,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/grpcserver"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // harness is the sidecar's gRPC server (RLS and ext_authz on one port, as cmd/sidecar

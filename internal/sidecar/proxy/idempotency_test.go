@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // An Idempotency-Key must not be a free pass: with 3 per minute, one key sent 50 times was

@@ -26,7 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/forwardauth"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/sidecartest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // deniedMsg is the message of every denial log line.
