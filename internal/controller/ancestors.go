@@ -16,22 +16,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 )
 
-// Published reasons of a policy with targetRefs that governs no traffic (status.ancestors says
-// why, per Gateway). They differ in what GitOps tools make of the policy:
-const (
-	// ReasonNotAttached: a target is missing. Ready=False, and kstatus InProgress, until it
-	// appears: a route applied in the same sync as its policy arrives on its own.
-	ReasonNotAttached = "NotAttached"
-	// ReasonOverridden: every target is accepted, but other policies govern all its routes
-	// (a Gateway's overrides, or route policies over a Gateway's defaults), or a Gateway has
-	// no route. That is the state a platform team chose: Ready=True, so an overridden app
-	// policy is Current in kstatus, Healthy in Argo CD, and pages nobody.
-	ReasonOverridden = "Overridden"
-	// ReasonConflicted: a target is held by an older policy, or cannot be governed as
-	// written (Invalid). Only a change to the policies ends it: Stalled=True, kstatus Failed.
-	ReasonConflicted = "Conflicted"
-)
-
 // setAncestors writes status.ancestors from res, keeping each condition's transition time
 // while its status holds.
 func setAncestors(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
@@ -85,10 +69,10 @@ func findAncestor(list []gwapiv1.PolicyAncestorStatus, ref gwapiv1.ParentReferen
 }
 
 // notAttached reports a policy with targetRefs that governs nothing, with the reason its
-// ancestors call for (see ReasonNotAttached).
+// ancestors call for (see v1alpha1.ReasonNotAttached).
 func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 	var why []string
-	reason := ReasonOverridden
+	reason := v1alpha1.ReasonOverridden
 	for _, a := range res.Ancestors {
 		c := a.Enforced
 		if !a.Accepted.OK {
@@ -108,10 +92,10 @@ func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 // worseReason folds one ancestor's Accepted reason into the policy's: a missing target
 // (which may still appear) outranks a conflict, which outranks being overridden.
 func worseReason(have, accepted string) string {
-	if have == ReasonNotAttached || accepted == attachment.ReasonTargetNotFound {
-		return ReasonNotAttached
+	if have == v1alpha1.ReasonNotAttached || accepted == v1alpha1.AncestorReasonTargetNotFound {
+		return v1alpha1.ReasonNotAttached
 	}
-	return ReasonConflicted
+	return v1alpha1.ReasonConflicted
 }
 
 // attach resolves p's targets and writes its ancestors; it returns the resolution (nil
@@ -158,7 +142,7 @@ func (r *PolicyReconciler) invalidAncestors(ctx context.Context, p *v1alpha1.Rat
 		return // no targetRefs, or the next reconcile tells
 	}
 	for i := range res.Ancestors {
-		res.Ancestors[i].Accepted = attachment.Condition{Reason: attachment.ReasonInvalid, Message: msg}
+		res.Ancestors[i].Accepted = attachment.Condition{Reason: v1alpha1.AncestorReasonInvalid, Message: msg}
 		res.Ancestors[i].Enforced = attachment.Condition{Reason: v1alpha1.AncestorReasonNotAccepted, Message: "the policy does not compile"}
 	}
 	setAncestors(p, res)

@@ -110,10 +110,10 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
 	res := ctrl.Result{}
 	if err := r.Scripts.Ensure(ctx); err != nil {
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonRedisUnavailable, err.Error())
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonRedisUnavailable, err.Error())
 		res.RequeueAfter = RedisRetry
 	} else {
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, v1alpha1.ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
 	attached, err := r.publish(ctx, p, compiled)
 	if err == nil {
@@ -153,8 +153,8 @@ func (r *PolicyReconciler) setInvalid(ctx context.Context, p *v1alpha1.RateLimit
 		msg += "; its last valid version stays enforced (snapshot " + version + ") until the spec is fixed"
 		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
 	}
-	setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
-	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
+	setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonInvalidPolicy, msg)
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonInvalidPolicy, "the policy does not compile")
 	setReady(p)
 }
 
@@ -164,11 +164,11 @@ func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLim
 	switch {
 	case ok:
 		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
-		setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot "+snapshot.ConfigMapName+" version "+version)
+		setCondition(p, v1alpha1.ConditionPublished, true, v1alpha1.ReasonPublished, "in snapshot "+snapshot.ConfigMapName+" version "+version)
 	case problem != "":
-		setCondition(p, v1alpha1.ConditionPublished, false, ReasonSnapshotTooLarge, problem)
+		setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonSnapshotTooLarge, problem)
 	default:
-		setCondition(p, v1alpha1.ConditionPublished, false, ReasonPending, "waiting for the namespace's snapshot to be written")
+		setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonPending, "waiting for the namespace's snapshot to be written")
 	}
 }
 
@@ -195,7 +195,7 @@ func (r *PolicyReconciler) announce(before, p *v1alpha1.RateLimitPolicy) {
 		r.event(p, now)
 	}
 	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionScriptsLoaded); ok && r.scripts.transition(key, p.UID, was, now) &&
-		(now.Reason == ReasonRedisUnavailable || was != nil && was.Reason == ReasonRedisUnavailable) {
+		(now.Reason == v1alpha1.ReasonRedisUnavailable || was != nil && was.Reason == v1alpha1.ReasonRedisUnavailable) {
 		r.event(p, now)
 	}
 	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionCountersProtected); ok && r.memory.transition(key, p.UID, was, now) &&
@@ -232,9 +232,9 @@ func (r *PolicyReconciler) forget(key types.NamespacedName) {
 // problemReasons are the reasons worth a Warning event; the others (PublishPending, seen by
 // every new or changed policy for a moment, and the recoveries) are Normal.
 var problemReasons = map[string]bool{
-	ReasonInvalidPolicy: true, ReasonRedisUnavailable: true, ReasonSnapshotTooLarge: true,
-	ReasonCountersEvictable: true, ReasonMemoryUnbounded: true, ReasonClientMemoryUnbounded: true,
-	ReasonRepliesUnbounded: true, ReasonValuesUnbounded: true, ReasonForeignKeys: true,
+	v1alpha1.ReasonInvalidPolicy: true, v1alpha1.ReasonRedisUnavailable: true, v1alpha1.ReasonSnapshotTooLarge: true,
+	v1alpha1.ReasonCountersEvictable: true, v1alpha1.ReasonMemoryUnbounded: true, v1alpha1.ReasonClientMemoryUnbounded: true,
+	v1alpha1.ReasonRepliesUnbounded: true, v1alpha1.ReasonValuesUnbounded: true, v1alpha1.ReasonForeignKeys: true,
 }
 
 // finalize lets a deleted policy go once its namespace's published snapshot no longer
