@@ -53,6 +53,9 @@ type PolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Rules are the installation's validation settings (the key prefix), as the webhook's.
 	Rules policy.Rules
+	// Compiler compiles each policy once per generation (shared with the snapshot
+	// controller); nil compiles with Rules every time.
+	Compiler *Compiler
 	// Gateways resolves targetRefs (required: without Gateway API served it finds none).
 	Gateways *GatewayAPI
 	// DataPlane keeps the gateways' SecurityPolicies and AuthorizationPolicies; nil for none.
@@ -100,7 +103,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
 	r.setCountersProtected(p)
-	compiled, errs := r.Rules.Build(p)
+	compiled, errs := buildWith(r.Compiler, r.Rules)(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
@@ -138,7 +141,7 @@ func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPol
 	case !ok:
 		return res, nil
 	case eff != p:
-		compiled, _ = r.Rules.Build(eff) // compiles: only match.http differs from p, which did
+		compiled, _ = buildWith(r.Compiler, r.Rules)(eff) // compiles: only match.http differs from p, which did
 	}
 	r.setPublished(ctx, p, compiled.Entry)
 	return res, nil
@@ -227,6 +230,9 @@ func (r *PolicyReconciler) forget(key types.NamespacedName) {
 	r.ready.forget(key)
 	r.scripts.forget(key)
 	r.memory.forget(key)
+	if r.Compiler != nil {
+		r.Compiler.Forget(key)
+	}
 }
 
 // problemReasons are the reasons worth a Warning event; the others (PublishPending, seen by

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,6 +46,9 @@ type SnapshotReconciler struct {
 	CoalesceDelay time.Duration
 	// Gateways resolves policies with targetRefs to what they govern; nil publishes none.
 	Gateways *GatewayAPI
+	// Compiler compiles each policy once per generation (shared with the policy
+	// controller); nil compiles with Rules on every sync.
+	Compiler *Compiler
 
 	mu        sync.Mutex
 	published map[string]publishedState // by namespace
@@ -88,7 +92,7 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	if err != nil {
 		return err
 	}
-	snap, owners, err := BuildOver(r.Rules, ns, r.Redis, items, r.lastPublished(ctx, ns))
+	snap, owners, err := buildOver(buildWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, r.Redis, items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return err
 	}
@@ -162,8 +166,24 @@ func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*
 // for it, so a bad edit never silently removes a limit that was enforced; its status says
 // it is invalid and that its last valid version stays in force.
 func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+	return buildOver(rules.Build, rules.Prefix(), ns, redis, items, last)
+}
+
+// buildFunc compiles a policy: policy.Rules.Build, or a Compiler's cached Build.
+type buildFunc func(*v1alpha1.RateLimitPolicy) (policy.Compiled, field.ErrorList)
+
+// buildWith is c's Build, or rules' when there is no c.
+func buildWith(c *Compiler, rules policy.Rules) buildFunc {
+	if c == nil {
+		return rules.Build
+	}
+	return c.Build
+}
+
+// buildOver is BuildOver with build compiling each policy, under the key prefix prefix.
+func buildOver(build buildFunc, prefix, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-	snap := &snapshot.Snapshot{Namespace: ns, KeyPrefix: rules.Prefix(), Redis: redis, Scripts: []snapshot.Script{},
+	snap := &snapshot.Snapshot{Namespace: ns, KeyPrefix: prefix, Redis: redis, Scripts: []snapshot.Script{},
 		Policies: []snapshot.Entry{}}
 	var owners []metav1.OwnerReference
 	scripts := map[string]string{}
@@ -171,7 +191,7 @@ func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1al
 		if !items[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		entry, ok := buildEntry(rules, ns, &items[i], last)
+		entry, ok := buildEntry(build, prefix, ns, &items[i], last)
 		if !ok {
 			continue
 		}
@@ -191,15 +211,16 @@ func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1al
 }
 
 // buildEntry is the snapshot entry of item: compiled, or, when it does not compile, the
-// entry last published for it, if that one still holds under rules (ok false otherwise: a
-// policy that breaks the key scope, say, loses its entry rather than keep keys outside it).
-func buildEntry(rules policy.Rules, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Entry, bool) {
-	compiled, errs := rules.Build(item)
+// entry last published for it, if that one still holds under the key prefix (ok false
+// otherwise: a policy that breaks the key scope, say, loses its entry rather than keep keys
+// outside it).
+func buildEntry(build buildFunc, prefix, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Entry, bool) {
+	compiled, errs := build(item)
 	if len(errs) == 0 {
 		return compiled.Entry, true
 	}
 	kept, ok := last.entry(item.Name, item.UID)
-	if !ok || kept.InScope(rules.Prefix()) != nil {
+	if !ok || kept.InScope(prefix) != nil {
 		return snapshot.Entry{}, false
 	}
 	if _, err := limiterspec.Compile(ns, kept, false); err != nil {
