@@ -46,8 +46,9 @@ type PolicyReconciler struct {
 	client.Client
 	// Scripts keeps the Lua scripts loaded.
 	Scripts *ScriptLoader
-	// Snapshots publishes namespaces and says what is published.
-	Snapshots *SnapshotReconciler
+	// Snapshots says what each namespace's snapshot holds (the snapshot controller
+	// publishes it) and when that changes.
+	Snapshots PublishedView
 	// Recorder emits events on Ready transitions, and on ScriptsLoaded turning
 	// RedisUnavailable and back.
 	Recorder events.EventRecorder

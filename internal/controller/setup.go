@@ -79,13 +79,14 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	}
 	gateways, dataPlane := gatewaySetup(mgr, cfg.Gateway)
 	compiler := &Compiler{Rules: cfg.Rules}
-	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Compiler: compiler, Redis: snapshot.Redis{
+	pubs := &Publications{Reader: mgr.GetClient()}
+	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Compiler: compiler, Publications: pubs, Redis: snapshot.Redis{
 		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS,
 		Functions: cfg.Functions}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
-	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
+	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: pubs,
 		Recorder: recorder, Rules: cfg.Rules, Compiler: compiler, Gateways: gateways, DataPlane: dataPlane,
 		ready: conditionTracker{gauge: policiesByReady}}
 	if cfg.Memory != nil {
