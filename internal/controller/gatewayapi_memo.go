@@ -2,8 +2,8 @@ package controller
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash"
 	"sort"
 	"sync"
@@ -86,11 +86,8 @@ func fingerprint(in attachment.Inputs, policies []v1alpha1.RateLimitPolicy) [sha
 // writeObject adds one object to h: kind, namespace, name, UID, creation time, generation,
 // and the spec when there is no generation.
 func writeObject(h hash.Hash, kind string, m *metav1.ObjectMeta, spec any) {
-	h.Write([]byte(kind + "\x00" + m.Namespace + "\x00" + m.Name + "\x00" + string(m.UID) + "\x00"))
-	var n [16]byte
-	binary.LittleEndian.PutUint64(n[:8], uint64(m.CreationTimestamp.UnixNano()))
-	binary.LittleEndian.PutUint64(n[8:], uint64(m.Generation))
-	h.Write(n[:])
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\x00%d\x00", kind, m.Namespace, m.Name, m.UID,
+		m.CreationTimestamp.UnixNano(), m.Generation)
 	if m.Generation == 0 {
 		b, _ := json.Marshal(spec) //nolint:errchkjson // plain data, cannot fail
 		h.Write(b)
