@@ -74,8 +74,6 @@ const (
 	AncestorConditionEnforced = "Enforced"
 	// AncestorReasonEnforced is Enforced's reason when True.
 	AncestorReasonEnforced = "Enforced"
-	// AncestorReasonOverridden is Enforced's reason when other policies take every route.
-	AncestorReasonOverridden = "Overridden"
 	// AncestorReasonNoRoutes is Enforced's reason when a Gateway has no route to govern.
 	AncestorReasonNoRoutes = "NoRoutes"
 	// AncestorReasonNotAccepted is Enforced's reason when Accepted is False.

@@ -12,7 +12,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 )
@@ -30,15 +30,15 @@ type tenancyOptions struct {
 func (t *tenancyOptions) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&t.enabled, "redis-tenant-users", false,
 		"Give each namespace with policies its own Redis ACL user, limited to its keys, with its credentials in a Secret of the namespace. --redis-credentials-path must then name an administrative user (config/redis/acl.conf).")
-	fs.StringVar(&t.secretName, "redis-tenant-secret-name", controller.DefaultTenantSecretName,
+	fs.StringVar(&t.secretName, "redis-tenant-secret-name", tenancy.DefaultSecretName,
 		"Name of the kubernetes.io/basic-auth Secret written in each namespace (the one sidecars mount). Another name needs the ClusterRole's secrets resourceNames changed too.")
-	fs.StringVar(&t.userPrefix, "redis-tenant-user-prefix", controller.DefaultTenantUserPrefix,
+	fs.StringVar(&t.userPrefix, "redis-tenant-user-prefix", tenancy.DefaultUserPrefix,
 		"Prefix of the per-namespace Redis user names (<prefix><namespace>). Users with it belong to this manager: give managers sharing one Redis different prefixes.")
 	fs.DurationVar(&t.rotationPeriod, "redis-tenant-rotation-period", 0,
 		"Replace each namespace's Redis password at this age; 0 (default) rotates only on request (annotation policy.ratelimit.dev/rotate on the Secret).")
 	fs.BoolVar(&t.allowEvalSHA, "redis-tenant-allow-evalsha", false,
 		"Also grant each namespace's user EVALSHA (never EVAL), for an upgrade while sidecars of a version that calls the scripts with EVALSHA still run; turn it off once every sidecar is upgraded (they then call the functions the manager loads, with FCALL).")
-	fs.DurationVar(&t.grace, "redis-tenant-password-grace", controller.DefaultTenantGrace,
+	fs.DurationVar(&t.grace, "redis-tenant-password-grace", tenancy.DefaultGrace,
 		"How long Redis keeps accepting a replaced password, and keeps a namespace's user after its last policy: longer than the kubelet takes to refresh a mounted Secret.")
 }
 
@@ -63,7 +63,7 @@ func (t *tenancyOptions) validate() error {
 // addCache restricts the manager's Secret cache to the credentials Secrets.
 func (t *tenancyOptions) addCache(byObject map[client.Object]cache.ByObject) {
 	if t.enabled {
-		obj, by := controller.TenantSecretCache(t.secretName)
+		obj, by := tenancy.SecretCache(t.secretName)
 		byObject[obj] = by
 	}
 }
@@ -74,7 +74,7 @@ func (t *tenancyOptions) setup(mgr ctrl.Manager, nodes redisacl.Nodes, ro redisc
 	if !t.enabled {
 		return nil
 	}
-	err := controller.SetupTenancy(mgr, controller.TenancyOptions{Nodes: nodes, Topology: ro.Topology(),
+	err := tenancy.Setup(mgr, tenancy.Options{Nodes: nodes, Topology: ro.Topology(),
 		SecretName: t.secretName, UserPrefix: t.userPrefix, RotationPeriod: t.rotationPeriod, Grace: t.grace,
 		Resync: resync, KeyPrefix: keyPrefix, AllowEvalSHA: t.allowEvalSHA})
 	if err != nil {

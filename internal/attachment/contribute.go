@@ -35,7 +35,7 @@ func (ix *index) contribute(res *Result, b *binding, gov map[routeKey]*governors
 func (ix *index) contributeRoute(res *Result, b *binding, g *governors) Condition {
 	r := ix.routes[b.routes[0]]
 	if o := g.override; o != nil {
-		return Condition{Reason: v1alpha1.AncestorReasonOverridden, Message: fmt.Sprintf(
+		return Condition{Reason: v1alpha1.ReasonOverridden, Message: fmt.Sprintf(
 			"%s %s is governed by RateLimitPolicy %s, which overrides route policies on Gateway %s", r.kind, r.name, o.policy, o.ref.Name)}
 	}
 	ms, _ := ix.matches(r, b.section()) // locate checked the error
@@ -77,7 +77,7 @@ func (ix *index) contributeGateway(res *Result, b *binding, gov map[routeKey]*go
 		}
 		return Condition{OK: true, Reason: v1alpha1.AncestorReasonEnforced, Message: msg}
 	case len(yielded) > 0:
-		return Condition{Reason: v1alpha1.AncestorReasonOverridden, Message: "yields every route: " + strings.Join(yielded, ", ")}
+		return Condition{Reason: v1alpha1.ReasonOverridden, Message: "yields every route: " + strings.Join(yielded, ", ")}
 	default:
 		return Condition{Reason: v1alpha1.AncestorReasonNoRoutes, Message: fmt.Sprintf(
 			"no HTTPRoute or GRPCRoute of namespace %s attaches to Gateway %s yet", ix.ns, targetName(b))}

@@ -91,7 +91,7 @@ func (ix *index) bind(policies []*v1alpha1.RateLimitPolicy) []*binding {
 				continue // listed twice
 			case taken:
 				ix.locate(b)
-				b.accepted = Condition{Reason: ReasonConflicted, Message: fmt.Sprintf(
+				b.accepted = Condition{Reason: v1alpha1.ReasonConflicted, Message: fmt.Sprintf(
 					"%s %s is already targeted by RateLimitPolicy %s, which is older (or, created at once, first by name)", ref.Kind, targetName(b), holder)}
 			default:
 				claimed[key] = p.Name
@@ -102,14 +102,6 @@ func (ix *index) bind(policies []*v1alpha1.RateLimitPolicy) []*binding {
 	}
 	return out
 }
-
-// Gateway API Accepted reasons.
-const (
-	ReasonAccepted       = "Accepted"
-	ReasonInvalid        = "Invalid"
-	ReasonTargetNotFound = "TargetNotFound"
-	ReasonConflicted     = "Conflicted"
-)
 
 func targetName(b *binding) string {
 	if s := b.section(); s != "" {
@@ -137,7 +129,7 @@ func (ix *index) locate(b *binding) Condition {
 				b.routes = append(b.routes, k)
 			}
 		}
-		return Condition{OK: true, Reason: ReasonAccepted, Message: "attached to Gateway " + targetName(b)}
+		return Condition{OK: true, Reason: v1alpha1.AncestorReasonAccepted, Message: "attached to Gateway " + targetName(b)}
 	}
 	k := routeKey{string(b.ref.Kind), name}
 	r := ix.routes[k]
@@ -149,9 +141,9 @@ func (ix *index) locate(b *binding) Condition {
 		return notFound(b, "it has no rule named "+section)
 	}
 	if _, err := ix.matches(r, section); err != nil {
-		return Condition{Reason: ReasonInvalid, Message: fmt.Sprintf("%s %s: %v", b.ref.Kind, name, err)}
+		return Condition{Reason: v1alpha1.AncestorReasonInvalid, Message: fmt.Sprintf("%s %s: %v", b.ref.Kind, name, err)}
 	}
-	return Condition{OK: true, Reason: ReasonAccepted, Message: fmt.Sprintf("attached to %s %s", b.ref.Kind, targetName(b))}
+	return Condition{OK: true, Reason: v1alpha1.AncestorReasonAccepted, Message: fmt.Sprintf("attached to %s %s", b.ref.Kind, targetName(b))}
 }
 
 func notFound(b *binding, why string) Condition {
@@ -159,7 +151,7 @@ func notFound(b *binding, why string) Condition {
 	if why != "" {
 		msg = fmt.Sprintf("%s %s: %s", b.ref.Kind, b.ref.Name, why)
 	}
-	return Condition{Reason: ReasonTargetNotFound, Message: msg}
+	return Condition{Reason: v1alpha1.AncestorReasonTargetNotFound, Message: msg}
 }
 
 // claimRoutes records b as a governor of its routes; bindings come oldest first.

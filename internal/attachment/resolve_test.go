@@ -106,10 +106,10 @@ func TestDefaultsAndOverrides(t *testing.T) {
 	if len(got["overrides"].Matches) != 2 || len(got["route-a"].Matches) != 0 || len(got["defaults"].Matches) != 0 {
 		t.Errorf("with overrides: overrides %+v, route-a %+v, defaults %+v", got["overrides"].Matches, got["route-a"].Matches, got["defaults"].Matches)
 	}
-	if a := ancestor(t, got["route-a"], "gw"); !a.Accepted.OK || a.Enforced.OK || a.Enforced.Reason != v1alpha1.AncestorReasonOverridden {
+	if a := ancestor(t, got["route-a"], "gw"); !a.Accepted.OK || a.Enforced.OK || a.Enforced.Reason != v1alpha1.ReasonOverridden {
 		t.Errorf("route-a ancestor: %+v, want accepted and Overridden", a)
 	}
-	if a := ancestor(t, got["defaults"], "gw"); a.Enforced.Reason != v1alpha1.AncestorReasonOverridden {
+	if a := ancestor(t, got["defaults"], "gw"); a.Enforced.Reason != v1alpha1.ReasonOverridden {
 		t.Errorf("defaults ancestor: %+v, want Overridden", a)
 	}
 }
@@ -126,7 +126,7 @@ func TestConflictAndNotFound(t *testing.T) {
 	rule.Spec.TargetRefs[0].SectionName = &missing
 	got := Resolve(in, []v1alpha1.RateLimitPolicy{attached("young", 1, "", "HTTPRoute", "a"), attached("old", 5, "", "HTTPRoute", "a"),
 		attached("ghost", 1, "", "HTTPRoute", "none"), attached("regex", 1, "", "HTTPRoute", "re"), rule})
-	for name, reason := range map[string]string{"young": ReasonConflicted, "ghost": ReasonTargetNotFound, "regex": ReasonInvalid, "rule": ReasonTargetNotFound} {
+	for name, reason := range map[string]string{"young": v1alpha1.ReasonConflicted, "ghost": v1alpha1.AncestorReasonTargetNotFound, "regex": v1alpha1.AncestorReasonInvalid, "rule": v1alpha1.AncestorReasonTargetNotFound} {
 		r := got[name]
 		if len(r.Matches) != 0 || len(r.Ancestors) != 1 || r.Ancestors[0].Accepted.OK || r.Ancestors[0].Accepted.Reason != reason {
 			t.Errorf("%s: %+v, want nothing governed and Accepted=False %s", name, r, reason)
@@ -190,7 +190,7 @@ func TestParseImplementations(t *testing.T) {
 func TestUnserved(t *testing.T) {
 	got := Resolve(Inputs{Namespace: ns, Unserved: "no Gateway API"}, []v1alpha1.RateLimitPolicy{attached("p", 1, "", "HTTPRoute", "a")})
 	a := got["p"].Ancestors
-	if len(a) != 1 || a[0].Accepted.Reason != ReasonTargetNotFound || !strings.Contains(a[0].Accepted.Message, "no Gateway API") {
+	if len(a) != 1 || a[0].Accepted.Reason != v1alpha1.AncestorReasonTargetNotFound || !strings.Contains(a[0].Accepted.Message, "no Gateway API") {
 		t.Errorf("ancestors %+v, want TargetNotFound saying Gateway API is not served", a)
 	}
 }

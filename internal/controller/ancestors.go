@@ -5,8 +5,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,22 +12,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
-)
-
-// Published reasons of a policy with targetRefs that governs no traffic (status.ancestors says
-// why, per Gateway). They differ in what GitOps tools make of the policy:
-const (
-	// ReasonNotAttached: a target is missing. Ready=False, and kstatus InProgress, until it
-	// appears: a route applied in the same sync as its policy arrives on its own.
-	ReasonNotAttached = "NotAttached"
-	// ReasonOverridden: every target is accepted, but other policies govern all its routes
-	// (a Gateway's overrides, or route policies over a Gateway's defaults), or a Gateway has
-	// no route. That is the state a platform team chose: Ready=True, so an overridden app
-	// policy is Current in kstatus, Healthy in Argo CD, and pages nobody.
-	ReasonOverridden = "Overridden"
-	// ReasonConflicted: a target is held by an older policy, or cannot be governed as
-	// written (Invalid). Only a change to the policies ends it: Stalled=True, kstatus Failed.
-	ReasonConflicted = "Conflicted"
 )
 
 // setAncestors writes status.ancestors from res, keeping each condition's transition time
@@ -85,10 +67,10 @@ func findAncestor(list []gwapiv1.PolicyAncestorStatus, ref gwapiv1.ParentReferen
 }
 
 // notAttached reports a policy with targetRefs that governs nothing, with the reason its
-// ancestors call for (see ReasonNotAttached).
+// ancestors call for (see v1alpha1.ReasonNotAttached).
 func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 	var why []string
-	reason := ReasonOverridden
+	reason := v1alpha1.ReasonOverridden
 	for _, a := range res.Ancestors {
 		c := a.Enforced
 		if !a.Accepted.OK {
@@ -108,46 +90,10 @@ func notAttached(p *v1alpha1.RateLimitPolicy, res *attachment.Result) {
 // worseReason folds one ancestor's Accepted reason into the policy's: a missing target
 // (which may still appear) outranks a conflict, which outranks being overridden.
 func worseReason(have, accepted string) string {
-	if have == ReasonNotAttached || accepted == attachment.ReasonTargetNotFound {
-		return ReasonNotAttached
+	if have == v1alpha1.ReasonNotAttached || accepted == v1alpha1.AncestorReasonTargetNotFound {
+		return v1alpha1.ReasonNotAttached
 	}
-	return ReasonConflicted
-}
-
-// attach resolves p's targets and writes its ancestors; it returns the resolution (nil
-// without targetRefs) and the policy as the sidecars run it, ok false when it governs
-// nothing (Published says why). A policy that no longer has targetRefs loses its data plane
-// objects here.
-func (r *PolicyReconciler) attach(ctx context.Context, p *v1alpha1.RateLimitPolicy) (res *attachment.Result, eff *v1alpha1.RateLimitPolicy, ok bool, err error) {
-	if len(p.Spec.TargetRefs) == 0 {
-		if p.Status.Ancestors == nil { // never attached: nothing to remove, no List to pay
-			return nil, p, true, nil
-		}
-		p.Status.Ancestors = nil
-		return nil, p, true, r.DataPlane.Remove(ctx, p)
-	}
-	if res, err = r.Gateways.ResolveFor(ctx, p); err != nil {
-		return nil, nil, false, err
-	}
-	setAncestors(p, res)
-	eff, ok = attachment.Effective(p, res)
-	if !ok {
-		notAttached(p, res)
-	}
-	return res, eff, ok, nil
-}
-
-// programDataPlane keeps the gateways' objects of an attached policy. The snapshot does not
-// depend on them: a failure is a Warning event and a retry, not a condition.
-func (r *PolicyReconciler) programDataPlane(ctx context.Context, p *v1alpha1.RateLimitPolicy, res *attachment.Result) error {
-	if res == nil {
-		return nil
-	}
-	err := r.DataPlane.Sync(ctx, p, res)
-	if err != nil && r.Recorder != nil {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DataPlaneFailed", "Reconcile", "%s", err.Error())
-	}
-	return err
+	return v1alpha1.ReasonConflicted
 }
 
 // invalidAncestors reports a policy that does not compile as Invalid on every ancestor its
@@ -158,7 +104,7 @@ func (r *PolicyReconciler) invalidAncestors(ctx context.Context, p *v1alpha1.Rat
 		return // no targetRefs, or the next reconcile tells
 	}
 	for i := range res.Ancestors {
-		res.Ancestors[i].Accepted = attachment.Condition{Reason: attachment.ReasonInvalid, Message: msg}
+		res.Ancestors[i].Accepted = attachment.Condition{Reason: v1alpha1.AncestorReasonInvalid, Message: msg}
 		res.Ancestors[i].Enforced = attachment.Condition{Reason: v1alpha1.AncestorReasonNotAccepted, Message: "the policy does not compile"}
 	}
 	setAncestors(p, res)

@@ -68,10 +68,10 @@ func TestSetAncestorsKeepsTransitions(t *testing.T) {
 // page), Failed when a target is conflicted (only a policy change ends it), and InProgress
 // while a target is missing (it may still appear), whatever else its other targets say.
 func TestNotAttachedHealth(t *testing.T) {
-	ok := attachment.Condition{OK: true, Reason: attachment.ReasonAccepted}
-	overridden := attachment.Condition{Reason: v1alpha1.AncestorReasonOverridden, Message: "route a"}
-	conflicted := attachment.Condition{Reason: attachment.ReasonConflicted, Message: "held by x"}
-	missing := attachment.Condition{Reason: attachment.ReasonTargetNotFound, Message: "no route"}
+	ok := attachment.Condition{OK: true, Reason: v1alpha1.AncestorReasonAccepted}
+	overridden := attachment.Condition{Reason: v1alpha1.ReasonOverridden, Message: "route a"}
+	conflicted := attachment.Condition{Reason: v1alpha1.ReasonConflicted, Message: "held by x"}
+	missing := attachment.Condition{Reason: v1alpha1.AncestorReasonTargetNotFound, Message: "no route"}
 	notAccepted := attachment.Condition{Reason: v1alpha1.AncestorReasonNotAccepted}
 	cases := []struct {
 		name      string
@@ -79,9 +79,9 @@ func TestNotAttachedHealth(t *testing.T) {
 		reason    string
 		kstatus   status.Status
 	}{
-		{"overridden", []attachment.Ancestor{{Accepted: ok, Enforced: overridden}}, ReasonOverridden, status.CurrentStatus},
-		{"conflicted", []attachment.Ancestor{{Accepted: ok, Enforced: overridden}, {Accepted: conflicted, Enforced: notAccepted}}, ReasonConflicted, status.FailedStatus},
-		{"missing", []attachment.Ancestor{{Accepted: conflicted, Enforced: notAccepted}, {Accepted: missing, Enforced: notAccepted}}, ReasonNotAttached, status.InProgressStatus},
+		{"overridden", []attachment.Ancestor{{Accepted: ok, Enforced: overridden}}, v1alpha1.ReasonOverridden, status.CurrentStatus},
+		{"conflicted", []attachment.Ancestor{{Accepted: ok, Enforced: overridden}, {Accepted: conflicted, Enforced: notAccepted}}, v1alpha1.ReasonConflicted, status.FailedStatus},
+		{"missing", []attachment.Ancestor{{Accepted: conflicted, Enforced: notAccepted}, {Accepted: missing, Enforced: notAccepted}}, v1alpha1.ReasonNotAttached, status.InProgressStatus},
 	}
 	for _, c := range cases {
 		p := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 2}}

@@ -11,18 +11,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 )
 
-// Condition reasons.
-const (
-	ReasonInvalidPolicy    = "InvalidPolicy"
-	ReasonScriptsLoaded    = "ScriptsLoaded"
-	ReasonRedisUnavailable = "RedisUnavailable"
-	ReasonPublished        = "Published"
-	ReasonPending          = "PublishPending"
-	ReasonSnapshotTooLarge = "SnapshotTooLarge"
-	ReasonNotPublished     = "NotPublished"
-	ReasonReady            = "Ready"
-)
-
 // setCondition sets one condition with the policy's generation.
 func setCondition(p *v1alpha1.RateLimitPolicy, typ string, ok bool, reason, msg string) {
 	status := metav1.ConditionFalse
@@ -35,7 +23,7 @@ func setCondition(p *v1alpha1.RateLimitPolicy, typ string, ok bool, reason, msg 
 
 // stalledReasons are the Published reasons the controller cannot get past on its own: the
 // spec (or, for SnapshotTooLarge, the namespace's policies) must change.
-var stalledReasons = map[string]bool{ReasonInvalidPolicy: true, ReasonSnapshotTooLarge: true, ReasonConflicted: true}
+var stalledReasons = map[string]bool{v1alpha1.ReasonInvalidPolicy: true, v1alpha1.ReasonSnapshotTooLarge: true, v1alpha1.ReasonConflicted: true}
 
 // setReady derives Ready and Stalled from Published.
 //
@@ -56,8 +44,8 @@ func setReady(p *v1alpha1.RateLimitPolicy) {
 	switch {
 	case pub == nil:
 		setCondition(p, v1alpha1.ConditionReady, false, "Unknown", v1alpha1.ConditionPublished+" is not known yet")
-	case pub.Status != metav1.ConditionTrue && pub.Reason == ReasonOverridden:
-		setCondition(p, v1alpha1.ConditionReady, true, ReasonOverridden, "accepted; "+pub.Message)
+	case pub.Status != metav1.ConditionTrue && pub.Reason == v1alpha1.ReasonOverridden:
+		setCondition(p, v1alpha1.ConditionReady, true, v1alpha1.ReasonOverridden, "accepted; "+pub.Message)
 	case pub.Status != metav1.ConditionTrue:
 		setCondition(p, v1alpha1.ConditionReady, false, pub.Reason, pub.Message)
 	default:
@@ -66,7 +54,7 @@ func setReady(p *v1alpha1.RateLimitPolicy) {
 			msg += "; Redis is unavailable (see ScriptsLoaded): sidecars apply failure mode " +
 				string(failureMode(p)) + " until it is back"
 		}
-		setCondition(p, v1alpha1.ConditionReady, true, ReasonReady, msg)
+		setCondition(p, v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, msg)
 	}
 	if pub != nil && pub.Status != metav1.ConditionTrue && stalledReasons[pub.Reason] {
 		setCondition(p, v1alpha1.ConditionStalled, true, pub.Reason, pub.Message)

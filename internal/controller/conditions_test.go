@@ -32,36 +32,36 @@ func TestSetReady(t *testing.T) {
 	setReady(p)
 	check("nothing known", metav1.ConditionFalse, "Unknown", false)
 
-	setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "ok")
-	setCondition(p, v1alpha1.ConditionPublished, false, ReasonPending, "waiting")
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, true, v1alpha1.ReasonScriptsLoaded, "ok")
+	setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonPending, "waiting")
 	setReady(p)
-	if c := check("pending", metav1.ConditionFalse, ReasonPending, false); c.Message != "waiting" {
+	if c := check("pending", metav1.ConditionFalse, v1alpha1.ReasonPending, false); c.Message != "waiting" {
 		t.Fatalf("pending: message %q", c.Message)
 	}
 
-	setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot v1")
+	setCondition(p, v1alpha1.ConditionPublished, true, v1alpha1.ReasonPublished, "in snapshot v1")
 	setReady(p)
-	if c := check("published", metav1.ConditionTrue, ReasonReady, false); strings.Contains(c.Message, "Redis") {
+	if c := check("published", metav1.ConditionTrue, v1alpha1.ReasonReady, false); strings.Contains(c.Message, "Redis") {
 		t.Fatalf("published: message %q", c.Message)
 	}
 
 	// Redis away: still Ready, and the message says what the sidecars do.
-	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonRedisUnavailable, "dial tcp: refused")
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonRedisUnavailable, "dial tcp: refused")
 	setReady(p)
-	if c := check("redis down", metav1.ConditionTrue, ReasonReady, false); !strings.Contains(c.Message, "failure mode FailOpen") {
+	if c := check("redis down", metav1.ConditionTrue, v1alpha1.ReasonReady, false); !strings.Contains(c.Message, "failure mode FailOpen") {
 		t.Fatalf("redis down: message %q", c.Message)
 	}
 
-	for _, reason := range []string{ReasonSnapshotTooLarge, ReasonInvalidPolicy} {
+	for _, reason := range []string{v1alpha1.ReasonSnapshotTooLarge, v1alpha1.ReasonInvalidPolicy} {
 		setCondition(p, v1alpha1.ConditionPublished, false, reason, "why")
 		setReady(p)
 		check(reason, metav1.ConditionFalse, reason, true)
 	}
 
 	// Fixed: Stalled goes away.
-	setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot v2")
+	setCondition(p, v1alpha1.ConditionPublished, true, v1alpha1.ReasonPublished, "in snapshot v2")
 	setReady(p)
-	check("fixed", metav1.ConditionTrue, ReasonReady, false)
+	check("fixed", metav1.ConditionTrue, v1alpha1.ReasonReady, false)
 }
 
 // TestReadyTracker: a transition is announced once, whatever the cache still shows, and the
@@ -74,7 +74,7 @@ func TestReadyTracker(t *testing.T) {
 	cond := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
 		return &metav1.Condition{Type: v1alpha1.ConditionReady, Status: s, Reason: reason}
 	}
-	pending, ready := cond(metav1.ConditionFalse, ReasonPending), cond(metav1.ConditionTrue, ReasonReady)
+	pending, ready := cond(metav1.ConditionFalse, v1alpha1.ReasonPending), cond(metav1.ConditionTrue, v1alpha1.ReasonReady)
 	steps := []struct {
 		name     string
 		uid      types.UID
@@ -87,8 +87,8 @@ func TestReadyTracker(t *testing.T) {
 		{"same again", "u1", pending, pending, false, 0, 1},
 		{"published", "u1", pending, ready, true, 1, 0},
 		{"stale cache shows pending", "u1", pending, ready, false, 1, 0},
-		{"redis down", "u1", ready, cond(metav1.ConditionFalse, ReasonRedisUnavailable), true, 0, 1},
-		{"other reason, same status", "u1", nil, cond(metav1.ConditionFalse, ReasonInvalidPolicy), true, 0, 1},
+		{"redis down", "u1", ready, cond(metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable), true, 0, 1},
+		{"other reason, same status", "u1", nil, cond(metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy), true, 0, 1},
 		{"recreated under the same name", "u2", nil, ready, true, 1, 0},
 	}
 	for _, s := range steps {
@@ -133,8 +133,8 @@ func TestTrackerWithoutGauge(t *testing.T) {
 	gauge := func(s string) float64 { return metricValue(t, policiesByReady.WithLabelValues(s)) }
 	t0, f0 := gauge("True"), gauge("False")
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
-	loaded := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: ReasonScriptsLoaded}
-	down := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionFalse, Reason: ReasonRedisUnavailable}
+	loaded := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonScriptsLoaded}
+	down := &metav1.Condition{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRedisUnavailable}
 	if !tr.transition(key, "u", loaded, down) || tr.transition(key, "u", loaded, down) || !tr.transition(key, "u", down, loaded) {
 		t.Error("transitions not announced exactly once")
 	}

@@ -34,6 +34,8 @@ type GatewayAPI struct {
 	Enabled bool
 	// GRPCRoutes is true when GRPCRoute is served too.
 	GRPCRoutes bool
+
+	memo resolutions // each namespace's last resolution
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;grpcroutes;gatewayclasses,verbs=list;watch
@@ -52,15 +54,24 @@ func NewGatewayAPI(c client.Client, m meta.RESTMapper) *GatewayAPI {
 }
 
 // Resolve resolves the attachment of the namespace's policies; nil when none has targetRefs.
+// The namespace is resolved once per state of its policies, routes and Gateways: callers
+// over the same state share the results, and must not change them.
 func (g *GatewayAPI) Resolve(ctx context.Context, ns string, policies []v1alpha1.RateLimitPolicy) (map[string]*attachment.Result, error) {
 	if !anyAttached(policies) {
+		g.memo.put(ns, [32]byte{}, nil)
 		return nil, nil
 	}
 	in, err := g.inputs(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	return attachment.Resolve(in, policies), nil
+	fp := fingerprint(in, policies)
+	if results, ok := g.memo.get(ns, fp); ok {
+		return results, nil
+	}
+	results := attachment.Resolve(in, policies)
+	g.memo.put(ns, fp, results)
+	return results, nil
 }
 
 // ResolveFor resolves p's namespace and returns p's result; nil for a policy without targetRefs.
@@ -68,8 +79,9 @@ func (g *GatewayAPI) ResolveFor(ctx context.Context, p *v1alpha1.RateLimitPolicy
 	if len(p.Spec.TargetRefs) == 0 {
 		return nil, nil
 	}
+	// Read only (Resolve never changes them), so not copied out of the cache.
 	var list v1alpha1.RateLimitPolicyList
-	if err := g.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+	if err := g.List(ctx, &list, client.InNamespace(p.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list policies in %s: %w", p.Namespace, err)
 	}
 	items := list.Items
@@ -83,7 +95,9 @@ func (g *GatewayAPI) ResolveFor(ctx context.Context, p *v1alpha1.RateLimitPolicy
 		return nil, err
 	}
 	if r := results[p.Name]; r != nil {
-		return r, nil
+		own := *r // the caller's to change: the results are shared
+		own.Ancestors = slices.Clone(r.Ancestors)
+		return &own, nil
 	}
 	return &attachment.Result{}, nil // being deleted
 }
@@ -105,18 +119,19 @@ func (g *GatewayAPI) inputs(ctx context.Context, ns string) (attachment.Inputs, 
 		in.Unserved = "the API server did not serve Gateway API (HTTPRoute, Gateway) when the manager started; install its CRDs and restart the manager"
 		return in, nil
 	}
+	// Read only (fingerprinted and resolved), so not copied out of the cache.
 	var gws gwapiv1.GatewayList
 	var hrs gwapiv1.HTTPRouteList
-	if err := g.List(ctx, &gws, client.InNamespace(ns)); err != nil {
+	if err := g.List(ctx, &gws, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list gateways in %s: %w", ns, err)
 	}
-	if err := g.List(ctx, &hrs, client.InNamespace(ns)); err != nil {
+	if err := g.List(ctx, &hrs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list httproutes in %s: %w", ns, err)
 	}
 	in.Gateways, in.HTTPRoutes = gws.Items, hrs.Items
 	if g.GRPCRoutes {
 		var grs gwapiv1.GRPCRouteList
-		if err := g.List(ctx, &grs, client.InNamespace(ns)); err != nil {
+		if err := g.List(ctx, &grs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return in, fmt.Errorf("list grpcroutes in %s: %w", ns, err)
 		}
 		in.GRPCRoutes = grs.Items

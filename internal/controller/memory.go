@@ -14,19 +14,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 )
 
-// Reasons of CountersProtected: the monitor's findings and its other reasons.
-const (
-	ReasonCountersProtected     = redismemory.ReasonProtected
-	ReasonCountersEvictable     = string(redismemory.CountersEvictable)
-	ReasonMemoryUnbounded       = string(redismemory.MemoryUnbounded)
-	ReasonClientMemoryUnbounded = string(redismemory.ClientMemoryUnbounded)
-	ReasonRepliesUnbounded      = string(redismemory.RepliesUnbounded)
-	ReasonValuesUnbounded       = string(redismemory.ValuesUnbounded)
-	ReasonForeignKeys           = string(redismemory.ForeignKeys)
-	ReasonMemoryNotChecked      = redismemory.ReasonNotChecked
-	ReasonMissingGrants         = redismemory.ReasonMissingGrants
-)
-
 // memoryStatus maps an assessment's state to the condition's status.
 var memoryStatus = map[redismemory.State]metav1.ConditionStatus{
 	redismemory.Protected: metav1.ConditionTrue,

@@ -15,14 +15,6 @@ var (
 	foreignLibraries   = gauge("ratelimit_redis_foreign_function_libraries",
 		"Redis function libraries on the primaries that are not the limiter's (with per-namespace users, who may FCALL any function): should be 0.")
 
-	tenantUsers     = gauge("ratelimit_redis_tenant_users", "Per-namespace Redis ACL users the manager keeps on every node.")
-	tenantRotations = counter("ratelimit_redis_tenant_password_rotations_total",
-		"Per-namespace Redis passwords replaced (on request or by the rotation period).")
-	tenantRepairs = counter("ratelimit_redis_tenant_user_repairs_total",
-		"Per-namespace Redis users set again on a node that had lost or altered them (one per user and node).")
-	tenantFailures = counter("ratelimit_redis_tenant_user_failures_total",
-		"Changes or checks of per-namespace Redis users that did not reach every node (retried).")
-
 	// memoryMetrics are the Redis memory monitor's: every node's memory settings and
 	// findings, and each namespace's keys (redismemory).
 	memoryMetrics = register(&monitorCollector{})

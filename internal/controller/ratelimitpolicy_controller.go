@@ -46,13 +46,17 @@ type PolicyReconciler struct {
 	client.Client
 	// Scripts keeps the Lua scripts loaded.
 	Scripts *ScriptLoader
-	// Snapshots publishes namespaces and says what is published.
-	Snapshots *SnapshotReconciler
+	// Snapshots says what each namespace's snapshot holds (the snapshot controller
+	// publishes it) and when that changes.
+	Snapshots PublishedView
 	// Recorder emits events on Ready transitions, and on ScriptsLoaded turning
 	// RedisUnavailable and back.
 	Recorder events.EventRecorder
 	// Rules are the installation's validation settings (the key prefix), as the webhook's.
 	Rules policy.Rules
+	// Compiler compiles each policy once per generation (shared with the snapshot
+	// controller); nil compiles with Rules every time.
+	Compiler *Compiler
 	// Gateways resolves targetRefs (required: without Gateway API served it finds none).
 	Gateways *GatewayAPI
 	// DataPlane keeps the gateways' SecurityPolicies and AuthorizationPolicies; nil for none.
@@ -100,7 +104,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
 	r.setCountersProtected(p)
-	compiled, errs := r.Rules.Build(p)
+	compiled, errs := buildWith(r.Compiler, r.Rules)(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
@@ -110,10 +114,10 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
 	res := ctrl.Result{}
 	if err := r.Scripts.Ensure(ctx); err != nil {
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonRedisUnavailable, err.Error())
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonRedisUnavailable, err.Error())
 		res.RequeueAfter = RedisRetry
 	} else {
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, v1alpha1.ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
 	}
 	attached, err := r.publish(ctx, p, compiled)
 	if err == nil {
@@ -138,7 +142,7 @@ func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPol
 	case !ok:
 		return res, nil
 	case eff != p:
-		compiled, _ = r.Rules.Build(eff) // compiles: only match.http differs from p, which did
+		compiled, _ = buildWith(r.Compiler, r.Rules)(eff) // compiles: only match.http differs from p, which did
 	}
 	r.setPublished(ctx, p, compiled.Entry)
 	return res, nil
@@ -153,8 +157,8 @@ func (r *PolicyReconciler) setInvalid(ctx context.Context, p *v1alpha1.RateLimit
 		msg += "; its last valid version stays enforced (snapshot " + version + ") until the spec is fixed"
 		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
 	}
-	setCondition(p, v1alpha1.ConditionPublished, false, ReasonInvalidPolicy, msg)
-	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, ReasonInvalidPolicy, "the policy does not compile")
+	setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonInvalidPolicy, msg)
+	setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonInvalidPolicy, "the policy does not compile")
 	setReady(p)
 }
 
@@ -164,11 +168,11 @@ func (r *PolicyReconciler) setPublished(ctx context.Context, p *v1alpha1.RateLim
 	switch {
 	case ok:
 		p.Status.Snapshot = &v1alpha1.SnapshotReference{Name: snapshot.ConfigMapName, Version: version}
-		setCondition(p, v1alpha1.ConditionPublished, true, ReasonPublished, "in snapshot "+snapshot.ConfigMapName+" version "+version)
+		setCondition(p, v1alpha1.ConditionPublished, true, v1alpha1.ReasonPublished, "in snapshot "+snapshot.ConfigMapName+" version "+version)
 	case problem != "":
-		setCondition(p, v1alpha1.ConditionPublished, false, ReasonSnapshotTooLarge, problem)
+		setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonSnapshotTooLarge, problem)
 	default:
-		setCondition(p, v1alpha1.ConditionPublished, false, ReasonPending, "waiting for the namespace's snapshot to be written")
+		setCondition(p, v1alpha1.ConditionPublished, false, v1alpha1.ReasonPending, "waiting for the namespace's snapshot to be written")
 	}
 }
 
@@ -195,7 +199,7 @@ func (r *PolicyReconciler) announce(before, p *v1alpha1.RateLimitPolicy) {
 		r.event(p, now)
 	}
 	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionScriptsLoaded); ok && r.scripts.transition(key, p.UID, was, now) &&
-		(now.Reason == ReasonRedisUnavailable || was != nil && was.Reason == ReasonRedisUnavailable) {
+		(now.Reason == v1alpha1.ReasonRedisUnavailable || was != nil && was.Reason == v1alpha1.ReasonRedisUnavailable) {
 		r.event(p, now)
 	}
 	if was, now, ok := conditionPair(before, p, v1alpha1.ConditionCountersProtected); ok && r.memory.transition(key, p.UID, was, now) &&
@@ -227,14 +231,17 @@ func (r *PolicyReconciler) forget(key types.NamespacedName) {
 	r.ready.forget(key)
 	r.scripts.forget(key)
 	r.memory.forget(key)
+	if r.Compiler != nil {
+		r.Compiler.Forget(key)
+	}
 }
 
 // problemReasons are the reasons worth a Warning event; the others (PublishPending, seen by
 // every new or changed policy for a moment, and the recoveries) are Normal.
 var problemReasons = map[string]bool{
-	ReasonInvalidPolicy: true, ReasonRedisUnavailable: true, ReasonSnapshotTooLarge: true,
-	ReasonCountersEvictable: true, ReasonMemoryUnbounded: true, ReasonClientMemoryUnbounded: true,
-	ReasonRepliesUnbounded: true, ReasonValuesUnbounded: true, ReasonForeignKeys: true,
+	v1alpha1.ReasonInvalidPolicy: true, v1alpha1.ReasonRedisUnavailable: true, v1alpha1.ReasonSnapshotTooLarge: true,
+	v1alpha1.ReasonCountersEvictable: true, v1alpha1.ReasonMemoryUnbounded: true, v1alpha1.ReasonClientMemoryUnbounded: true,
+	v1alpha1.ReasonRepliesUnbounded: true, v1alpha1.ReasonValuesUnbounded: true, v1alpha1.ReasonForeignKeys: true,
 }
 
 // finalize lets a deleted policy go once its namespace's published snapshot no longer

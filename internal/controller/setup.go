@@ -78,14 +78,16 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 		return fmt.Errorf("add script loader: %w", err)
 	}
 	gateways, dataPlane := gatewaySetup(mgr, cfg.Gateway)
-	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Redis: snapshot.Redis{
+	compiler := &Compiler{Rules: cfg.Rules}
+	pubs := &Publications{Reader: mgr.GetClient()}
+	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Compiler: compiler, Publications: pubs, Redis: snapshot.Redis{
 		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS,
 		Functions: cfg.Functions}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("snapshot controller: %w", err)
 	}
-	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: snaps,
-		Recorder: recorder, Rules: cfg.Rules, Gateways: gateways, DataPlane: dataPlane,
+	policies := &PolicyReconciler{Client: mgr.GetClient(), Scripts: loader, Snapshots: pubs,
+		Recorder: recorder, Rules: cfg.Rules, Compiler: compiler, Gateways: gateways, DataPlane: dataPlane,
 		ready: conditionTracker{gauge: policiesByReady}}
 	if cfg.Memory != nil {
 		changed, err := setupMemory(mgr, cfg.Memory, cfg.Rules.KeyPrefix)

@@ -57,19 +57,20 @@ func TestPublishedAfterRestart(t *testing.T) {
 	edited := configMapOf(t, "edited", a)
 	edited.Data[snapshot.DataKey] = `{"schemaVersion":1}`
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cm, edited).Build()
-	r := &SnapshotReconciler{Client: c}
+	pubs := &Publications{Reader: c}
+	r := &SnapshotReconciler{Client: c, Publications: pubs}
 	ctx := context.Background()
 
-	version, ok, problem := r.Published(ctx, "ns", entryOf(t, a))
+	version, ok, problem := pubs.Published(ctx, "ns", entryOf(t, a))
 	if !ok || version != cm.Annotations[snapshot.AnnotationVersion] || problem != "" {
 		t.Fatalf("a: Published %q %v %q, want the ConfigMap's version", version, ok, problem)
 	}
 	changedA := a
 	changedA.Spec.Limits[0].Requests = 11
-	if _, ok, _ := r.Published(ctx, "ns", entryOf(t, changedA)); ok {
+	if _, ok, _ := pubs.Published(ctx, "ns", entryOf(t, changedA)); ok {
 		t.Error("a with other requests reported published")
 	}
-	if _, ok, _ := r.Published(ctx, "ns", entryOf(t, b)); ok {
+	if _, ok, _ := pubs.Published(ctx, "ns", entryOf(t, b)); ok {
 		t.Error("b reported published")
 	}
 	for _, c := range []struct {
@@ -80,7 +81,7 @@ func TestPublishedAfterRestart(t *testing.T) {
 		{"edited", "a", true}, {"edited", "zzz", true}, // not known: wait
 		{"empty", "a", false},
 	} {
-		if got := r.Holds(ctx, c.ns, c.name); got != c.want {
+		if got := pubs.Holds(ctx, c.ns, c.name); got != c.want {
 			t.Errorf("Holds(%s, %s) = %v, want %v", c.ns, c.name, got, c.want)
 		}
 	}
@@ -90,7 +91,7 @@ func TestPublishedAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case ev := <-r.Changed():
+	case ev := <-pubs.Changed():
 		if ev.Object.GetNamespace() != "ns" {
 			t.Errorf("Changed for %s", ev.Object.GetNamespace())
 		}
@@ -100,7 +101,7 @@ func TestPublishedAfterRestart(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err == nil {
 		t.Error("ConfigMap of a namespace without policies not removed")
 	}
-	if r.Holds(ctx, "ns", "a") {
+	if pubs.Holds(ctx, "ns", "a") {
 		t.Error("a still held after the sync removed it")
 	}
 }

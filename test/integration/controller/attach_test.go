@@ -8,7 +8,6 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
@@ -24,7 +23,7 @@ func TestTargetRefsWithoutGatewayAPI(t *testing.T) {
 	attached.Spec.TargetRefs = []v1alpha1.TargetRef{{Group: gwapiv1.GroupName, Kind: v1alpha1.KindHTTPRoute, Name: "web"}}
 	create(t, e, attached, newPolicy(ns, "plain", 10))
 	waitReady(t, e, ns, "plain")
-	p := waitCondition(t, e, ns, "attached", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonNotAttached)
+	p := waitCondition(t, e, ns, "attached", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAttached)
 	if len(p.Status.Ancestors) != 1 || len(p.Status.Ancestors[0].Conditions) == 0 {
 		t.Fatalf("ancestors %+v, want the target's", p.Status.Ancestors)
 	}

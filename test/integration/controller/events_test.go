@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -25,7 +24,7 @@ func TestReadyEvents(t *testing.T) {
 	e := suite(t)
 	ns := kube.NewNamespace(t, e, "c-")
 	readyPolicy(t, e, ns, "ev")
-	waitEvents(t, e, ns, "ev", controller.ReasonReady, 1)
+	waitEvents(t, e, ns, "ev", v1alpha1.ReasonReady, 1)
 	checkHealthyEvents(t, e, ns, "ev")
 	total := eventTotal(t, e, ns)
 
@@ -49,8 +48,8 @@ func TestReadyEvents(t *testing.T) {
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, e, ns, "ev", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
-	waitEvents(t, e, ns, "ev", controller.ReasonInvalidPolicy, 1)
+	waitCondition(t, e, ns, "ev", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy)
+	waitEvents(t, e, ns, "ev", v1alpha1.ReasonInvalidPolicy, 1)
 	p, err = getPolicy(e, ns, "ev")
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +59,10 @@ func TestReadyEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, e, ns, "ev")
-	waitEvents(t, e, ns, "ev", controller.ReasonReady, 2)
+	waitEvents(t, e, ns, "ev", v1alpha1.ReasonReady, 2)
 	evs, _ := policyEvents(e, ns, "ev")
 	for _, ev := range evs {
-		if ev.Reason == controller.ReasonInvalidPolicy && (ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "spec.keyLayout.state")) {
+		if ev.Reason == v1alpha1.ReasonInvalidPolicy && (ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "spec.keyLayout.state")) {
 			t.Errorf("InvalidPolicy event %s %q", ev.Type, ev.Note)
 		}
 	}

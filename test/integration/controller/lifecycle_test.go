@@ -200,13 +200,13 @@ func TestInvalidPolicy(t *testing.T) {
 	create(t, e, newPolicy(ns, "good", 10), bad)
 
 	waitReady(t, e, ns, "good")
-	got := waitCondition(t, e, ns, "bad", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+	got := waitCondition(t, e, ns, "bad", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 	if !strings.Contains(ready.Message, "spec.keyLayout.state") {
 		t.Errorf("Ready message %q does not name spec.keyLayout.state", ready.Message)
 	}
 	for _, typ := range []string{v1alpha1.ConditionScriptsLoaded, v1alpha1.ConditionPublished} {
-		if c := meta.FindStatusCondition(got.Status.Conditions, typ); c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonInvalidPolicy {
+		if c := meta.FindStatusCondition(got.Status.Conditions, typ); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonInvalidPolicy {
 			t.Errorf("condition %s: %+v", typ, c)
 		}
 	}
@@ -265,7 +265,7 @@ func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, e, ns, "kept", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+	got := waitCondition(t, e, ns, "kept", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy)
 	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.keyLayout.state") ||
 		!strings.Contains(msg, "last valid version stays enforced") {
 		t.Errorf("Ready message %q: want the field and that the last valid version stays enforced", msg)
@@ -298,7 +298,7 @@ func TestStoredPolicyOutOfScope(t *testing.T) {
 	thief.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:victim/payments:${identity}}:${limit}"}
 	create(t, e, newPolicy(ns, "honest", 10), thief)
 	waitReady(t, e, ns, "honest")
-	got := waitCondition(t, e, ns, "thief", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+	got := waitCondition(t, e, ns, "thief", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy)
 	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.keyLayout.state") ||
 		!strings.Contains(msg, `must begin with "{rl:${namespace}/"`) {
 		t.Errorf("Ready message %q: want the field and the required prefix", msg)

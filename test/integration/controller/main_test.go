@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
@@ -119,16 +120,16 @@ func startManager(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topolog
 	return startManagerWith(e, rdb, topo, nil, namespaces...)
 }
 
-// startManagerWith is startManager with per-namespace Redis users when tenancy is set
-// (controller.SetupTenancy, and the Secret cache cmd/manager adds then).
+// startManagerWith is startManager with per-namespace Redis users when tenants is set
+// (tenancy.Setup, and the Secret cache cmd/manager adds then).
 func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topology,
-	tenancy *controller.TenancyOptions, namespaces ...string) (*manager, error) {
+	tenants *tenancy.Options, namespaces ...string) (*manager, error) {
 	counter := &requestCounter{}
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Wrap(counter.wrap)
 	opts := managerOptions(namespaces...)
-	if tenancy != nil {
-		obj, by := controller.TenantSecretCache(tenancy.SecretName)
+	if tenants != nil {
+		obj, by := tenancy.SecretCache(tenants.SecretName)
 		opts.Cache.ByObject[obj] = by
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
@@ -136,12 +137,12 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	// With tenancy the scripts are functions too, as cmd/manager sets it up.
-	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenancy != nil,
-		Memory: memoryMonitor(rdb, tenancy)}); err != nil {
+	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenants != nil,
+		Memory: memoryMonitor(rdb, tenants)}); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
-	if tenancy != nil {
-		if err := controller.SetupTenancy(mgr, *tenancy); err != nil {
+	if tenants != nil {
+		if err := tenancy.Setup(mgr, *tenants); err != nil {
 			return nil, fmt.Errorf("set up tenancy: %w", err)
 		}
 	}
@@ -167,9 +168,9 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 }
 
 // memoryMonitor is the Redis memory monitor of a manager on rdb, checking every resync:
-// over the tenancy's nodes when given (reporting its users' connections), over a
+// over the tenants' nodes when given (reporting its users' connections), over a
 // standalone rdb's server otherwise; none on Cluster.
-func memoryMonitor(rdb redis.UniversalClient, tenancy *controller.TenancyOptions) *redismemory.Monitor {
+func memoryMonitor(rdb redis.UniversalClient, tenants *tenancy.Options) *redismemory.Monitor {
 	m := &redismemory.Monitor{CheckInterval: resync, ScanInterval: resync, ScanCount: redismemory.DefaultScanCount}
 	switch c := rdb.(type) {
 	case *redis.Client:
@@ -177,8 +178,8 @@ func memoryMonitor(rdb redis.UniversalClient, tenancy *controller.TenancyOptions
 	default:
 		return nil
 	}
-	if tenancy != nil {
-		m.Nodes, m.TenantUserPrefix = tenancy.Nodes, tenantPrefix
+	if tenants != nil {
+		m.Nodes, m.TenantUserPrefix = tenants.Nodes, tenantPrefix
 	}
 	return m
 }

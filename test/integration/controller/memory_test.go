@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
@@ -29,12 +28,12 @@ func TestCountersProtected(t *testing.T) {
 	ns := kube.NewNamespace(t, e, "mem-")
 	replaceShared(t, func() (*manager, error) { return startManager(e, rds.Client(), standaloneTopology(rds), ns) })
 	create(t, e, newPolicy(ns, "api", 10))
-	waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, controller.ReasonCountersProtected)
+	waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, v1alpha1.ReasonCountersProtected)
 	waitReady(t, e, ns, "api")
 	checkHealthyEvents(t, e, ns, "api")
 
 	configSet(t, rds, "maxmemory-policy", "allkeys-lru")
-	p := waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionFalse, controller.ReasonCountersEvictable)
+	p := waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionFalse, v1alpha1.ReasonCountersEvictable)
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionCountersProtected); !strings.Contains(c.Message,
 		"maxmemory-policy allkeys-lru on "+rds.Addr()) {
 		t.Errorf("CountersProtected message %q; want the node and its policy named", c.Message)
@@ -42,13 +41,13 @@ func TestCountersProtected(t *testing.T) {
 	if err := readyErr(p); err != nil {
 		t.Errorf("evictable counters must not gate Ready: %v", err)
 	}
-	waitEvents(t, e, ns, "api", controller.ReasonCountersEvictable, 1)
-	checkEventType(t, e, ns, "api", controller.ReasonCountersEvictable, corev1.EventTypeWarning)
+	waitEvents(t, e, ns, "api", v1alpha1.ReasonCountersEvictable, 1)
+	checkEventType(t, e, ns, "api", v1alpha1.ReasonCountersEvictable, corev1.EventTypeWarning)
 
 	configSet(t, rds, "maxmemory-policy", "noeviction")
-	waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, controller.ReasonCountersProtected)
-	waitEvents(t, e, ns, "api", controller.ReasonCountersProtected, 1)
-	checkEventType(t, e, ns, "api", controller.ReasonCountersProtected, corev1.EventTypeNormal)
+	waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, v1alpha1.ReasonCountersProtected)
+	waitEvents(t, e, ns, "api", v1alpha1.ReasonCountersProtected, 1)
+	checkEventType(t, e, ns, "api", v1alpha1.ReasonCountersProtected, corev1.EventTypeNormal)
 }
 
 // TestCountersProtectedForeignKeys: with per-namespace users, a tenant writing values
@@ -63,7 +62,7 @@ func TestCountersProtectedForeignKeys(t *testing.T) {
 	startTenantManager(t, e, r, r.tenancy(time.Minute, 0), shop, bank)
 	for _, ns := range []string{shop, bank} {
 		create(t, e, newPolicy(ns, "api", 10))
-		waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, controller.ReasonCountersProtected)
+		waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, v1alpha1.ReasonCountersProtected)
 	}
 	tenant := r.sidecarClient(t, mountSecret(t, waitCredentials(t, e, bank)))
 	ctx := ctxFor(t)
@@ -74,20 +73,20 @@ func TestCountersProtectedForeignKeys(t *testing.T) {
 			t.Fatalf("%s's user: SET without TTL in its scope: %v", bank, err)
 		}
 	}
-	p := waitCondition(t, e, bank, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionFalse, controller.ReasonForeignKeys)
+	p := waitCondition(t, e, bank, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionFalse, v1alpha1.ReasonForeignKeys)
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionCountersProtected); !strings.Contains(c.Message, bank) {
 		t.Errorf("message %q does not name %s", c.Message, bank)
 	}
-	waitEvents(t, e, bank, "api", controller.ReasonForeignKeys, 1)
-	checkEventType(t, e, bank, "api", controller.ReasonForeignKeys, corev1.EventTypeWarning)
-	waitCondition(t, e, shop, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, controller.ReasonCountersProtected)
+	waitEvents(t, e, bank, "api", v1alpha1.ReasonForeignKeys, 1)
+	checkEventType(t, e, bank, "api", v1alpha1.ReasonForeignKeys, corev1.EventTypeWarning)
+	waitCondition(t, e, shop, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, v1alpha1.ReasonCountersProtected)
 
 	for _, k := range keys { // the tenant may not DEL; a TTL makes them the limiter's kind
 		if err := tenant.Set(ctx, k, "x", time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitCondition(t, e, bank, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, controller.ReasonCountersProtected)
+	waitCondition(t, e, bank, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionTrue, v1alpha1.ReasonCountersProtected)
 	if refused := r.adminRefusals(ctx, t); len(refused) > 0 {
 		t.Errorf("the administrative user was refused %v", refused)
 	}
@@ -110,7 +109,7 @@ func TestCountersProtectedWithoutGrants(t *testing.T) {
 	ns := kube.NewNamespace(t, e, "mem-")
 	replaceShared(t, func() (*manager, error) { return startManager(e, rdb, o.Topology(), ns) })
 	create(t, e, newPolicy(ns, "api", 10))
-	p := waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionUnknown, controller.ReasonMissingGrants)
+	p := waitCondition(t, e, ns, "api", v1alpha1.ConditionCountersProtected, metav1.ConditionUnknown, v1alpha1.ReasonMissingGrants)
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionCountersProtected); !strings.Contains(c.Message,
 		"lacks +config|get +info") {
 		t.Errorf("message %q; want the missing rules named", c.Message)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -45,7 +45,7 @@ var rbacUsed = map[string][]string{
 	"policy.ratelimit.dev/ratelimitpolicies": {"get", "list", "update", "watch"},
 	// patchStatus: Status().Patch. Nothing gets or updates the status subresource.
 	"policy.ratelimit.dev/ratelimitpolicies/status": {"patch"},
-	// Per-namespace Redis users (--redis-tenant-users), TenantReconciler: Create of a
+	// Per-namespace Redis users (--redis-tenant-users), tenancy.Reconciler: Create of a
 	// namespace's credentials Secret in create. The API server authorizes a create before
 	// the object (and its name) exists, so this one verb cannot be limited to the name.
 	"/secrets": {"create"},
@@ -266,7 +266,7 @@ func rotateOnce(t *testing.T, e *kube.Env, ns string, rds *redistest.Server) {
 	after := waitRotated(t, e, ns, before, "rbac")
 	r := &tenantRedis{servers: []*redistest.Server{rds}}
 	wait.Eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
-		if s := getSecret(t, e, ns); s == nil || s.Annotations[controller.AnnotationRetiringHash] != "" {
+		if s := getSecret(t, e, ns); s == nil || s.Annotations[tenancy.AnnotationRetiringHash] != "" {
 			return errors.New("the Secret still names a retiring password")
 		}
 		return r.userEverywhere(context.Background(), t, tenantPrefix+ns, string(after.Data["password"]))

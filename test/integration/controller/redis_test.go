@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -72,26 +71,26 @@ func TestRedisOutage(t *testing.T) {
 	})
 	standby.Kill()
 	// The loader notices within a resync period and every policy follows.
-	waitCondition(t, e, ns, "before", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
+	waitCondition(t, e, ns, "before", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 	waitRedisNoted(t, e, ns, "before")
-	waitEvents(t, e, ns, "before", controller.ReasonRedisUnavailable, 1)
+	waitEvents(t, e, ns, "before", v1alpha1.ReasonRedisUnavailable, 1)
 
 	create(t, e, newPolicy(ns, "during", 10))
-	waitCondition(t, e, ns, "during", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
+	waitCondition(t, e, ns, "during", v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 	// Publishing does not need Redis, and Ready is "published".
-	waitCondition(t, e, ns, "during", v1alpha1.ConditionPublished, metav1.ConditionTrue, controller.ReasonPublished)
+	waitCondition(t, e, ns, "during", v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonPublished)
 	waitRedisNoted(t, e, ns, "during")
 
 	standby.Restart(t)
 	start := time.Now()
 	for _, name := range []string{"before", "during"} {
-		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, controller.ReasonScriptsLoaded)
+		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, v1alpha1.ReasonScriptsLoaded)
 		if p := waitReady(t, e, ns, name); strings.Contains(meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message, "Redis") {
 			t.Errorf("%s: Ready message still speaks of Redis after it is back", name)
 		}
 	}
 	t.Logf("scripts loaded again %s after Redis restarted", time.Since(start).Round(time.Millisecond))
-	waitEvents(t, e, ns, "before", controller.ReasonScriptsLoaded, 1)
+	waitEvents(t, e, ns, "before", v1alpha1.ReasonScriptsLoaded, 1)
 	if err := scriptsLoaded(ctxFor(t), standby.Client()); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}

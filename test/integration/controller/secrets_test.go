@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -49,7 +48,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 		create(t, e, newPolicy(ns, name, int64(10+i)))
 	}
 	for _, name := range names {
-		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
+		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 	}
 	waitSnapshot(t, e, ns, names...) // published while Redis refuses: the snapshot is written too
 	scrape1 := scrapeMetrics(t, m1, metrics1)

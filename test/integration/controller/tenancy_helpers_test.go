@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -26,8 +26,8 @@ import (
 const (
 	tenantAdmin         = "ratelimit-admin"
 	tenantAdminPassword = "admin-pa55-envtest"
-	tenantPrefix        = controller.DefaultTenantUserPrefix
-	tenantSecret        = controller.DefaultTenantSecretName
+	tenantPrefix        = tenancy.DefaultUserPrefix
+	tenantSecret        = tenancy.DefaultSecretName
 )
 
 // adminACL makes a server include config/redis/acl.conf's administrative user.
@@ -99,13 +99,13 @@ func standaloneTenantRedis(t testing.TB) *tenantRedis {
 }
 
 // tenancy are the suite's tenancy options over r: short grace and resync for tests.
-func (r *tenantRedis) tenancy(grace, period time.Duration) *controller.TenancyOptions {
-	return &controller.TenancyOptions{Nodes: r.nodes, Topology: r.topo, Grace: grace, RotationPeriod: period, Resync: resync}
+func (r *tenantRedis) tenancy(grace, period time.Duration) *tenancy.Options {
+	return &tenancy.Options{Nodes: r.nodes, Topology: r.topo, Grace: grace, RotationPeriod: period, Resync: resync}
 }
 
 // startTenantManager replaces the shared manager, for the rest of the test, with one in
 // tenancy mode on r watching only namespaces.
-func startTenantManager(t *testing.T, e *kube.Env, r *tenantRedis, opts *controller.TenancyOptions, namespaces ...string) *manager {
+func startTenantManager(t *testing.T, e *kube.Env, r *tenantRedis, opts *tenancy.Options, namespaces ...string) *manager {
 	t.Helper()
 	return replaceShared(t, func() (*manager, error) {
 		return startManagerWith(e, r.admin, r.topo, opts, namespaces...)
@@ -150,7 +150,7 @@ func waitCredentials(t testing.TB, e *kube.Env, ns string) *corev1.Secret {
 		t.Fatalf("username %q, want %q", s.Data["username"], tenantPrefix+ns)
 	case len(s.Data["password"]) != 43:
 		t.Fatalf("password of %d characters, want 43 (32 random bytes)", len(s.Data["password"]))
-	case s.Labels["app.kubernetes.io/managed-by"] != "ratelimit-operator" || s.Labels[controller.LabelTenantCredentials] != "true":
+	case s.Labels["app.kubernetes.io/managed-by"] != "ratelimit-operator" || s.Labels[tenancy.LabelCredentials] != "true":
 		t.Fatalf("labels %v: not marked as the operator's", s.Labels)
 	}
 	return s

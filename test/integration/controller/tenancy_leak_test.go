@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -30,7 +30,7 @@ func TestTenantPasswordsNeverLeak(t *testing.T) {
 	askRotation(t, e, first, "leak")
 	second := waitRotated(t, e, ns, first, "leak")
 	wait.Eventually(t, tenantGrace+readyTimeout, "previous password retired", func() error {
-		if s := getSecret(t, e, ns); s == nil || s.Annotations[controller.AnnotationRetiringHash] != "" {
+		if s := getSecret(t, e, ns); s == nil || s.Annotations[tenancy.AnnotationRetiringHash] != "" {
 			return errors.New("not yet")
 		}
 		return nil

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -253,7 +253,7 @@ func TestTenantRotationUnderLoad(t *testing.T) {
 	rotateAt := time.Now()
 	askRotation(t, e, before, "first")
 	after := waitSecret(t, e, ns, "rotated", func(s *corev1.Secret) error {
-		if bytes.Equal(s.Data["password"], before.Data["password"]) || s.Annotations[controller.AnnotationRetiringHash] == "" {
+		if bytes.Equal(s.Data["password"], before.Data["password"]) || s.Annotations[tenancy.AnnotationRetiringHash] == "" {
 			return fmt.Errorf("annotations %v", s.Annotations)
 		}
 		return nil
@@ -306,7 +306,7 @@ func askRotation(t testing.TB, e *kube.Env, o client.Object, value string) {
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[controller.AnnotationRotate] = value
+	a[tenancy.AnnotationRotate] = value
 	o.SetAnnotations(a)
 	if err := e.Client.Patch(context.Background(), o, patch); err != nil {
 		t.Fatalf("ask rotation of %s: %v", o.GetName(), err)
@@ -339,7 +339,7 @@ func TestTenantRotationAcrossRestart(t *testing.T) {
 	askRotation(t, e, before, "first")
 	rotated := waitRotated(t, e, ns, before, "first")
 	oldPass, newPass := string(before.Data["password"]), string(rotated.Data["password"])
-	retireAfter, err := time.Parse(time.RFC3339, rotated.Annotations[controller.AnnotationRetireAfter])
+	retireAfter, err := time.Parse(time.RFC3339, rotated.Annotations[tenancy.AnnotationRetireAfter])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestTenantRotationAcrossRestart(t *testing.T) {
 		return r.userEverywhere(ctx, t, tenantPrefix+ns, oldPass, newPass)
 	})
 	third := waitRotated(t, e, ns, rotated, "second")
-	if made, err := time.Parse(time.RFC3339, third.Annotations[controller.AnnotationPasswordCreated]); err != nil || made.Before(retireAfter) {
+	if made, err := time.Parse(time.RFC3339, third.Annotations[tenancy.AnnotationPasswordCreated]); err != nil || made.Before(retireAfter) {
 		t.Fatalf("second rotation made its password at %v (%v), before the first one's grace ended at %v", made, err, retireAfter)
 	}
 	wait.Eventually(t, grace+readyTimeout, "only the third password after its grace", func() error {
@@ -373,13 +373,13 @@ func waitRotated(t *testing.T, e *kube.Env, ns string, prev *corev1.Secret, hand
 		if s = getSecret(t, e, ns); s == nil || bytes.Equal(s.Data["password"], prev.Data["password"]) {
 			return fmt.Errorf("not rotated")
 		}
-		if got := s.Annotations[controller.AnnotationRotateHandled]; got != handled {
+		if got := s.Annotations[tenancy.AnnotationRotateHandled]; got != handled {
 			return fmt.Errorf("rotate-handled %q, want %q", got, handled)
 		}
 		return nil
 	})
-	if h := redisacl.HashPassword(string(prev.Data["password"])); s.Annotations[controller.AnnotationRetiringHash] != h {
-		t.Fatalf("retiring hash %q, want the previous password's", s.Annotations[controller.AnnotationRetiringHash])
+	if h := redisacl.HashPassword(string(prev.Data["password"])); s.Annotations[tenancy.AnnotationRetiringHash] != h {
+		t.Fatalf("retiring hash %q, want the previous password's", s.Annotations[tenancy.AnnotationRetiringHash])
 	}
 	return s
 }

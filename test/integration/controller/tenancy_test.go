@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -87,7 +87,7 @@ func checkScope(ctx context.Context, t *testing.T, l *limiter.Limiter, shop, ban
 func checkRemoval(ctx context.Context, t *testing.T, e *kube.Env, r *tenantRedis, ns string, other *corev1.Secret) {
 	t.Helper()
 	marked := waitSecret(t, e, ns, "marked for deletion", func(s *corev1.Secret) error {
-		if s.Annotations[controller.AnnotationDeleteAfter] == "" {
+		if s.Annotations[tenancy.AnnotationDeleteAfter] == "" {
 			return fmt.Errorf("annotations %v", s.Annotations)
 		}
 		return nil

@@ -100,8 +100,8 @@ func TestAttachDefaultsOverrides(t *testing.T) {
 
 	r.policy(t, "overrides", 1, v1alpha1.PrecedenceOverrides, v1alpha1.KindGateway, "eg")
 	r.waitAncestor(t, "overrides", "eg", enforced, metav1.ConditionTrue, v1alpha1.AncestorReasonEnforced)
-	r.waitAncestor(t, "route-a", "eg", enforced, metav1.ConditionFalse, v1alpha1.AncestorReasonOverridden)
-	r.waitAncestor(t, "defaults", "eg", enforced, metav1.ConditionFalse, v1alpha1.AncestorReasonOverridden)
+	r.waitAncestor(t, "route-a", "eg", enforced, metav1.ConditionFalse, v1alpha1.ReasonOverridden)
+	r.waitAncestor(t, "defaults", "eg", enforced, metav1.ConditionFalse, v1alpha1.ReasonOverridden)
 	r.loadSnapshot(t, "only the overrides", func(s *snapshot.Snapshot) bool {
 		return len(s.Policies) == 1 && len(entryHosts(s, "overrides")) == 2
 	})
@@ -110,8 +110,8 @@ func TestAttachDefaultsOverrides(t *testing.T) {
 	}
 	// Overridden everywhere is the Gateway owner's choice: Ready, not Stalled, so GitOps
 	// tools see the app team's policy healthy and the not-Ready alert stays quiet.
-	r.waitCondition(t, "route-a", v1alpha1.ConditionPublished, metav1.ConditionFalse, controller.ReasonOverridden)
-	r.waitCondition(t, "route-a", v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonOverridden)
+	r.waitCondition(t, "route-a", v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonOverridden)
+	r.waitCondition(t, "route-a", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonOverridden)
 	if s := meta.FindStatusCondition(r.get(t, "route-a").Status.Conditions, v1alpha1.ConditionStalled); s != nil {
 		t.Errorf("overridden route-a is Stalled: %+v", s)
 	}
@@ -126,19 +126,19 @@ func TestAttachTargetNotFoundConflictIstio(t *testing.T) {
 	r.gateway(t, "mesh", istioClass)
 	r.policy(t, "early", 3, "", v1alpha1.KindHTTPRoute, "late")
 	r.waitAncestor(t, "early", "late", accepted, metav1.ConditionFalse, "TargetNotFound")
-	r.waitCondition(t, "early", v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonNotAttached)
+	r.waitCondition(t, "early", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAttached)
 	r.route(t, "late", "mesh", "late.example.com", "/")
 	r.waitAncestor(t, "early", "mesh", accepted, metav1.ConditionTrue, "Accepted")
 	checkAuthorizationPolicy(t, r, "early", "mesh")
 
 	r.policy(t, "second", 3, "", v1alpha1.KindHTTPRoute, "late")
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionFalse, "Conflicted")
-	r.waitCondition(t, "second", v1alpha1.ConditionStalled, metav1.ConditionTrue, controller.ReasonConflicted)
+	r.waitCondition(t, "second", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonConflicted)
 	if err := r.c.Delete(context.Background(), r.get(t, "early")); err != nil {
 		t.Fatal(err)
 	}
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionTrue, "Accepted")
-	r.waitCondition(t, "second", v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady)
+	r.waitCondition(t, "second", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("early"))
 	checkAuthorizationPolicy(t, r, "second", "mesh")
 

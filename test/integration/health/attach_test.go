@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 )
 
@@ -27,7 +26,7 @@ func TestTargetNotFoundProgressing(t *testing.T) {
 		if err := allConditionsCurrent(p); err != nil {
 			return err
 		}
-		return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonNotAttached)
+		return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAttached)
 	})
 }
 
@@ -42,9 +41,9 @@ func TestGovernsNothingVerdicts(t *testing.T) {
 		kstatus status.Status
 		argo    string
 	}{
-		{controller.ReasonNotAttached, metav1.ConditionFalse, false, status.InProgressStatus, "Progressing"},
-		{controller.ReasonConflicted, metav1.ConditionFalse, true, status.FailedStatus, "Degraded"},
-		{controller.ReasonOverridden, metav1.ConditionTrue, false, status.CurrentStatus, "Healthy"},
+		{v1alpha1.ReasonNotAttached, metav1.ConditionFalse, false, status.InProgressStatus, "Progressing"},
+		{v1alpha1.ReasonConflicted, metav1.ConditionFalse, true, status.FailedStatus, "Degraded"},
+		{v1alpha1.ReasonOverridden, metav1.ConditionTrue, false, status.CurrentStatus, "Healthy"},
 	}
 	for _, c := range cases {
 		p := policytest.New("ns", "p")

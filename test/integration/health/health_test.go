@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -23,13 +22,13 @@ func ready(p *v1alpha1.RateLimitPolicy) error {
 	if err := allConditionsCurrent(p); err != nil {
 		return err
 	}
-	if err := hasCondition(p, v1alpha1.ConditionPublished, metav1.ConditionTrue, controller.ReasonPublished); err != nil {
+	if err := hasCondition(p, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonPublished); err != nil {
 		return err
 	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionStalled); c != nil {
 		return errors.New(p.Name + ": Stalled present on a Ready policy")
 	}
-	return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady)
+	return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 }
 
 // TestCurrentWhenReady: a valid policy the controller has not acted on yet is InProgress /
@@ -45,7 +44,7 @@ func TestCurrentWhenReady(t *testing.T) {
 		if err := ready(p); err != nil {
 			return err
 		}
-		return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, controller.ReasonScriptsLoaded)
+		return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, v1alpha1.ReasonScriptsLoaded)
 	})
 }
 
@@ -73,9 +72,9 @@ func TestInProgressWhilePublishing(t *testing.T) {
 	p := w.policy(t, "edit")
 	p.Status.ObservedGeneration = p.Generation
 	for _, c := range []metav1.Condition{
-		{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: controller.ReasonScriptsLoaded, Message: "loaded"},
-		{Type: v1alpha1.ConditionPublished, Status: metav1.ConditionFalse, Reason: controller.ReasonPending, Message: "waiting for the namespace's snapshot to be written"},
-		{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: controller.ReasonPending, Message: "waiting for the namespace's snapshot to be written"},
+		{Type: v1alpha1.ConditionScriptsLoaded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonScriptsLoaded, Message: "loaded"},
+		{Type: v1alpha1.ConditionPublished, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPending, Message: "waiting for the namespace's snapshot to be written"},
+		{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPending, Message: "waiting for the namespace's snapshot to be written"},
 	} {
 		c.ObservedGeneration = p.Generation
 		meta.SetStatusCondition(&p.Status.Conditions, c)
@@ -84,7 +83,7 @@ func TestInProgressWhilePublishing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h = w.now(t, "edit", status.InProgressStatus, "Progressing")
-	if !strings.HasPrefix(h.argoText, controller.ReasonPending) {
+	if !strings.HasPrefix(h.argoText, v1alpha1.ReasonPending) {
 		t.Errorf("Argo CD message %q, want the PublishPending reason", h.argoText)
 	}
 
@@ -116,10 +115,10 @@ func TestFailedWhenInvalid(t *testing.T) {
 		if err := allConditionsCurrent(p); err != nil {
 			return err
 		}
-		if err := hasCondition(p, v1alpha1.ConditionStalled, metav1.ConditionTrue, controller.ReasonInvalidPolicy); err != nil {
+		if err := hasCondition(p, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidPolicy); err != nil {
 			return err
 		}
-		return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonInvalidPolicy)
+		return hasCondition(p, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidPolicy)
 	})
 	for what, msg := range map[string]string{"kstatus": h.kstatus.Message, "Argo CD": h.argoText} {
 		if !strings.Contains(msg, "spec.keyLayout.state") {
@@ -147,7 +146,7 @@ func TestRedisOutageKeepsHealth(t *testing.T) {
 		if err := ready(p); err != nil {
 			return err
 		}
-		if err := hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable); err != nil {
+		if err := hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable); err != nil {
 			return err
 		}
 		if msg := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "failure mode FailOpen") {
@@ -179,7 +178,7 @@ func TestRedisOutageKeepsHealth(t *testing.T) {
 		if msg := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "failure mode FailClosed") {
 			return errors.New("Ready message does not tell the outage: " + msg)
 		}
-		return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, controller.ReasonRedisUnavailable)
+		return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 	})
 
 	w.redis.Restart(t)
@@ -188,7 +187,7 @@ func TestRedisOutageKeepsHealth(t *testing.T) {
 			if err := ready(p); err != nil {
 				return err
 			}
-			return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, controller.ReasonScriptsLoaded)
+			return hasCondition(p, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, v1alpha1.ReasonScriptsLoaded)
 		})
 		if strings.Contains(h.argoText, "Redis") {
 			t.Errorf("%s: Argo CD message %q still tells an outage", name, h.argoText)

@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"context"
@@ -23,14 +23,14 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 )
 
-// TenantReconciler gives every namespace that has policies a Redis ACL user of its own,
+// Reconciler gives every namespace that has policies a Redis ACL user of its own,
 // restricted to the namespace's keys and to what a sidecar runs, and publishes its
 // credentials in the namespace as a basic-auth Secret (SecretName, the name sidecars mount).
 // It rotates the password on request (AnnotationRotate) and every RotationPeriod without
 // dropping a check: Redis accepts both passwords for Grace after the new one is published.
 // Grace after the namespace's last policy is gone, it deletes the user from every node and
 // the Secret. It is keyed by namespace (request name: SecretName).
-type TenantReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads the Secret uncached. Each step starts from what the API server holds:
 	// a cached copy that does not show this controller's last rotation yet would set Redis
@@ -64,7 +64,7 @@ type TenantReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,resourceNames=ratelimit-redis-credentials,verbs=get;list;watch;update;delete
 
 // Reconcile makes one namespace's user and Secret match whether it has policies.
-func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ns := req.Namespace
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -82,7 +82,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // secret reads the namespace's credentials Secret from the API server; nil when absent.
-func (r *TenantReconciler) secret(ctx context.Context, ns string) (*corev1.Secret, error) {
+func (r *Reconciler) secret(ctx context.Context, ns string) (*corev1.Secret, error) {
 	var s corev1.Secret
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.SecretName}, &s)
 	switch {
@@ -95,7 +95,7 @@ func (r *TenantReconciler) secret(ctx context.Context, ns string) (*corev1.Secre
 }
 
 // user is the namespace's ACL user accepting the passwords hashed.
-func (r *TenantReconciler) user(ns string, hashes []string) (redisacl.User, error) {
+func (r *Reconciler) user(ns string, hashes []string) (redisacl.User, error) {
 	pattern, err := redisacl.KeyPattern(r.KeyPrefix, ns)
 	if err != nil {
 		return redisacl.User{}, err
@@ -104,10 +104,10 @@ func (r *TenantReconciler) user(ns string, hashes []string) (redisacl.User, erro
 		Commands: r.Commands}, nil
 }
 
-func (r *TenantReconciler) userName(ns string) string { return r.UserPrefix + ns }
+func (r *Reconciler) userName(ns string) string { return r.UserPrefix + ns }
 
 // apply sets the namespace's user, accepting exactly hashes, on every node.
-func (r *TenantReconciler) apply(ctx context.Context, ns string, hashes []string) error {
+func (r *Reconciler) apply(ctx context.Context, ns string, hashes []string) error {
 	u, err := r.user(ns, hashes)
 	if err != nil {
 		return err
@@ -115,19 +115,19 @@ func (r *TenantReconciler) apply(ctx context.Context, ns string, hashes []string
 	return r.Users.Ensure(ctx, u)
 }
 
-// redisFailed reports that Redis did not take a change and retries after RedisRetry (not
+// redisFailed reports that Redis did not take a change and retries after redisRetry (not
 // the controller's growing backoff: an outage must not delay the namespace for minutes
 // once Redis is back).
-func (r *TenantReconciler) redisFailed(ctx context.Context, ns string, s *corev1.Secret, err error) (ctrl.Result, error) {
+func (r *Reconciler) redisFailed(ctx context.Context, ns string, s *corev1.Secret, err error) (ctrl.Result, error) {
 	tenantFailures.Inc()
 	logf.FromContext(ctx).Info("redis user not updated on every node; will retry", "namespace", ns,
 		"user", r.userName(ns), "error", err.Error())
 	r.event(s, corev1.EventTypeWarning, "RedisUnavailable", "Redis user %s not updated on every node: %v", r.userName(ns), err)
-	return ctrl.Result{RequeueAfter: RedisRetry}, nil
+	return ctrl.Result{RequeueAfter: redisRetry}, nil
 }
 
 // event records an event on the Secret, if there is one.
-func (r *TenantReconciler) event(s *corev1.Secret, kind, reason, format string, args ...any) {
+func (r *Reconciler) event(s *corev1.Secret, kind, reason, format string, args ...any) {
 	if s != nil && r.Recorder != nil {
 		r.Recorder.Eventf(s, nil, kind, reason, "ReconcileRedisUser", format, args...)
 	}
@@ -136,7 +136,7 @@ func (r *TenantReconciler) event(s *corev1.Secret, kind, reason, format string, 
 // SetupWithManager registers the controller: the credentials Secrets (a rotation request, a
 // hand edit, a deletion), a namespace's first and last policy, and users the repair loop
 // found in Redis unasked.
-func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.SecretName })
 	// Only a policy's arrival and final removal change whether a namespace needs a user.
 	createOrDelete := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
@@ -150,6 +150,6 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // namespaceOf maps any object to its namespace's request.
-func (r *TenantReconciler) namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: r.SecretName}}}
 }

@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"time"
@@ -13,14 +13,14 @@ import (
 // password) whose annotations hold the rotation state, so a restarted or newly elected
 // manager continues a rotation where the last one left it. Nothing here is kept in memory.
 const (
-	// DefaultTenantSecretName is the Secret the sidecars mount (config/samples).
-	DefaultTenantSecretName = "ratelimit-redis-credentials"
-	// DefaultTenantUserPrefix begins every per-namespace Redis user: <prefix><namespace>.
-	DefaultTenantUserPrefix = "ratelimit-ns-"
+	// DefaultSecretName is the Secret the sidecars mount (config/samples).
+	DefaultSecretName = "ratelimit-redis-credentials"
+	// DefaultUserPrefix begins every per-namespace Redis user: <prefix><namespace>.
+	DefaultUserPrefix = "ratelimit-ns-"
 
-	// LabelTenantCredentials marks a Secret the operator writes; it never touches a Secret
+	// LabelCredentials marks a Secret the operator writes; it never touches a Secret
 	// of that name without it (and app.kubernetes.io/managed-by).
-	LabelTenantCredentials = "policy.ratelimit.dev/tenant-credentials"
+	LabelCredentials = "policy.ratelimit.dev/tenant-credentials"
 	// AnnotationRotate asks for a new password: set it to any new value (a timestamp).
 	AnnotationRotate = "policy.ratelimit.dev/rotate"
 	// AnnotationRotateHandled is the value of AnnotationRotate last acted on.
@@ -37,9 +37,9 @@ const (
 	// policy left (RFC 3339): sidecars still enforcing the last snapshot keep Redis until then.
 	AnnotationDeleteAfter = "policy.ratelimit.dev/delete-after"
 
-	// MinTenantPasswordLength is the shortest password accepted from a hand-edited Secret;
+	// MinPasswordLength is the shortest password accepted from a hand-edited Secret;
 	// a shorter one is replaced. Generated passwords are 43 characters.
-	MinTenantPasswordLength = 32
+	MinPasswordLength = 32
 )
 
 // tenantState is what a managed credentials Secret says.
@@ -113,7 +113,7 @@ const requeueSlack = 100 * time.Millisecond
 
 // managedSecret reports whether the operator wrote the Secret.
 func managedSecret(s *corev1.Secret) bool {
-	return s.Labels[LabelTenantCredentials] == "true" && s.Labels[labelManagedBy] == managedByValue
+	return s.Labels[LabelCredentials] == "true" && s.Labels[labelManagedBy] == managedByValue
 }
 
 // labelManagedBy and managedByValue mark every object the operator writes.
@@ -139,7 +139,7 @@ func setTenantCredentials(s *corev1.Secret, user, password string, now time.Time
 		s.Labels = map[string]string{}
 	}
 	s.Labels[labelManagedBy] = managedByValue
-	s.Labels[LabelTenantCredentials] = "true"
+	s.Labels[LabelCredentials] = "true"
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}

@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 // Grace (AnnotationDeleteAfter), then the user is deleted from every node (which also closes
 // its connections) and the Secret after it. A Secret the operator did not write stays; a
 // user without a Secret, or with one holding no usable credentials, goes at once.
-func (r *TenantReconciler) remove(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) remove(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
 	if s == nil || !managedSecret(s) {
 		return r.deleteUser(ctx, ns, nil)
 	}
 	st := readTenantState(s)
-	if st.username != r.userName(ns) || len(st.password) < MinTenantPasswordLength {
+	if st.username != r.userName(ns) || len(st.password) < MinPasswordLength {
 		return r.deleteUser(ctx, ns, s)
 	}
 	now := time.Now()
@@ -47,7 +47,7 @@ func (r *TenantReconciler) remove(ctx context.Context, ns string, s *corev1.Secr
 
 // deleteUser deletes the namespace's user from every node, then s when it is the
 // operator's.
-func (r *TenantReconciler) deleteUser(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) deleteUser(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
 	if err := r.Users.Delete(ctx, r.userName(ns)); err != nil {
 		return r.redisFailed(ctx, ns, s, err)
 	}

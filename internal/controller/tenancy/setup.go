@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"errors"
@@ -18,28 +18,32 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 )
 
-// DefaultTenantGrace is how long a replaced password stays valid, and a namespace's user
+// DefaultGrace is how long a replaced password stays valid, and a namespace's user
 // outlives its last policy: the kubelet refreshes a mounted Secret or ConfigMap within its
 // sync period (1 min) plus its cache TTL (up to 1 min more), so 5 min leaves room.
-const DefaultTenantGrace = 5 * time.Minute
+const DefaultGrace = 5 * time.Minute
 
-// TenancyOptions configure per-namespace Redis users (SetupTenancy).
-type TenancyOptions struct {
+// redisRetry is how long a namespace waits to retry its user while Redis is unavailable:
+// the policy controller's controller.RedisRetry.
+const redisRetry = 5 * time.Second
+
+// Options configure per-namespace Redis users (Setup).
+type Options struct {
 	// Nodes are every node of the Redis deployment (redisacl.NodesOf). Required.
 	Nodes redisacl.Nodes
 	// Topology is the Redis the sidecars reach: Cluster adds CLUSTER SLOTS and COMMAND to
 	// the users' commands, a database other than 0 adds SELECT.
 	Topology redisconn.Topology
-	// SecretName is the credentials Secret in each namespace. Default DefaultTenantSecretName.
+	// SecretName is the credentials Secret in each namespace. Default DefaultSecretName.
 	SecretName string
-	// UserPrefix begins each user name. Default DefaultTenantUserPrefix. Users with the
+	// UserPrefix begins each user name. Default DefaultUserPrefix. Users with the
 	// prefix belong to this manager: two managers sharing a Redis need different prefixes.
 	UserPrefix string
 	// KeyPrefix is the operator's key prefix. Default redisacl.DefaultKeyPrefix.
 	KeyPrefix string
 	// RotationPeriod replaces each password at this age; 0 never (on request only).
 	RotationPeriod time.Duration
-	// Grace is how long a replaced password stays valid. Default DefaultTenantGrace.
+	// Grace is how long a replaced password stays valid. Default DefaultGrace.
 	Grace time.Duration
 	// Resync is how often every node's users are checked and repaired. Default 10s.
 	Resync time.Duration
@@ -49,24 +53,24 @@ type TenancyOptions struct {
 }
 
 // withDefaults fills in the defaults.
-func (o TenancyOptions) withDefaults() TenancyOptions {
+func (o Options) withDefaults() Options {
 	if o.SecretName == "" {
-		o.SecretName = DefaultTenantSecretName
+		o.SecretName = DefaultSecretName
 	}
 	if o.UserPrefix == "" {
-		o.UserPrefix = DefaultTenantUserPrefix
+		o.UserPrefix = DefaultUserPrefix
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = redisacl.DefaultKeyPrefix
 	}
 	if o.Grace == 0 {
-		o.Grace = DefaultTenantGrace
+		o.Grace = DefaultGrace
 	}
 	return o
 }
 
 // Validate reports the first option that cannot work.
-func (o TenancyOptions) Validate() error {
+func (o Options) Validate() error {
 	o = o.withDefaults()
 	switch {
 	case o.Nodes == nil:
@@ -84,24 +88,24 @@ func (o TenancyOptions) Validate() error {
 	return err
 }
 
-// SetupTenancy registers per-namespace Redis users: the TenantReconciler and the
-// TenantRepairer, both leader only. The manager's cache must hold only the credentials
-// Secrets (TenantSecretCache): the manager may read no other Secret.
-func SetupTenancy(mgr ctrl.Manager, o TenancyOptions) error {
+// Setup registers per-namespace Redis users: the Reconciler and the
+// Repairer, both leader only. The manager's cache must hold only the credentials
+// Secrets (SecretCache): the manager may read no other Secret.
+func Setup(mgr ctrl.Manager, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	o = o.withDefaults()
 	users := &redisacl.Users{Nodes: o.Nodes, Prefix: o.UserPrefix}
 	unknown := make(chan event.GenericEvent, 1024)
-	r := &TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: users,
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: users,
 		Recorder: mgr.GetEventRecorder("ratelimit-operator"), SecretName: o.SecretName, UserPrefix: o.UserPrefix,
 		KeyPrefix: o.KeyPrefix, Commands: redisacl.TenantCommands(o.Topology.Mode == redisconn.ModeCluster, o.Topology.DB, o.AllowEvalSHA),
 		RotationPeriod: o.RotationPeriod, Grace: o.Grace, Unknown: unknown}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
 	}
-	repairer := &TenantRepairer{Users: users, UserPrefix: o.UserPrefix, Resync: o.Resync, Unknown: unknown,
+	repairer := &Repairer{Users: users, UserPrefix: o.UserPrefix, Resync: o.Resync, Unknown: unknown,
 		Log: mgr.GetLogger().WithName("tenant-users")}
 	if err := mgr.Add(repairer); err != nil {
 		return fmt.Errorf("add tenant user repairer: %w", err)
@@ -109,12 +113,12 @@ func SetupTenancy(mgr ctrl.Manager, o TenancyOptions) error {
 	return nil
 }
 
-// TenantSecretCache is the manager cache entry for the credentials Secrets: only Secrets
+// SecretCache is the manager cache entry for the credentials Secrets: only Secrets
 // named name are listed and watched (the ClusterRole grants no other), as snapshot
 // ConfigMaps are.
-func TenantSecretCache(name string) (client.Object, cache.ByObject) {
+func SecretCache(name string) (client.Object, cache.ByObject) {
 	if name == "" {
-		name = DefaultTenantSecretName
+		name = DefaultSecretName
 	}
 	return &corev1.Secret{}, cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", name)}
 }

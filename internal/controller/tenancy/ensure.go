@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"context"
@@ -17,21 +17,21 @@ import (
 
 // ensure keeps the user and Secret of a namespace that has policies: created, repaired,
 // rotated when due, the previous password retired after its grace.
-func (r *TenantReconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
 	switch {
 	case s == nil:
 		return r.create(ctx, ns, nil)
 	case !managedSecret(s):
 		r.event(s, corev1.EventTypeWarning, "SecretNotManaged",
 			"Secret %s lacks the labels %s=true and %s=%s, so the operator leaves it alone and namespace %s gets no Redis user of its own; delete it to let the operator create one",
-			s.Name, LabelTenantCredentials, labelManagedBy, managedByValue, ns)
+			s.Name, LabelCredentials, labelManagedBy, managedByValue, ns)
 		return ctrl.Result{}, nil
 	case s.Type != corev1.SecretTypeBasicAuth:
 		// The type is immutable: delete it; its deletion brings the namespace back here.
 		return ctrl.Result{}, r.deleteSecret(ctx, s)
 	}
 	st := readTenantState(s)
-	if st.username != r.userName(ns) || len(st.password) < MinTenantPasswordLength {
+	if st.username != r.userName(ns) || len(st.password) < MinPasswordLength {
 		return r.create(ctx, ns, s) // hand-edited: a fresh password, trusted nowhere yet
 	}
 	now := time.Now()
@@ -58,7 +58,7 @@ func (r *TenantReconciler) ensure(ctx context.Context, ns string, s *corev1.Secr
 // create makes a fresh password, sets the user to accept only it on every node, then
 // publishes it: as a new Secret, or over old, a managed Secret holding no usable
 // credentials.
-func (r *TenantReconciler) create(ctx context.Context, ns string, old *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
 		return ctrl.Result{}, err
@@ -94,7 +94,7 @@ func (r *TenantReconciler) create(ctx context.Context, ns string, old *corev1.Se
 // password (besides the current one) before the Secret shows it, and the current one
 // becomes the retiring one for Grace. If the Secret cannot be written, the next reconcile
 // sets Redis back to the Secret's passwords.
-func (r *TenantReconciler) rotate(ctx context.Context, ns string, want *corev1.Secret, st tenantState, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) rotate(ctx context.Context, ns string, want *corev1.Secret, st tenantState, now time.Time) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
 		return ctrl.Result{}, err
@@ -119,7 +119,7 @@ func (r *TenantReconciler) rotate(ctx context.Context, ns string, want *corev1.S
 }
 
 // updateIfChanged writes want when it differs from s.
-func (r *TenantReconciler) updateIfChanged(ctx context.Context, s, want *corev1.Secret) error {
+func (r *Reconciler) updateIfChanged(ctx context.Context, s, want *corev1.Secret) error {
 	if equality.Semantic.DeepEqual(s, want) {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (r *TenantReconciler) updateIfChanged(ctx context.Context, s, want *corev1.
 }
 
 // deleteSecret deletes s as read: not a Secret written since.
-func (r *TenantReconciler) deleteSecret(ctx context.Context, s *corev1.Secret) error {
+func (r *Reconciler) deleteSecret(ctx context.Context, s *corev1.Secret) error {
 	err := r.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Secret %s/%s: %w", s.Namespace, s.Name, err)

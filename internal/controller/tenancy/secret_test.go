@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"slices"
@@ -16,7 +16,7 @@ import (
 // Redis must accept, whether a rotation is due, and when to look again.
 func TestTenantState(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := newTenantSecret("shop", DefaultTenantSecretName, "ratelimit-ns-shop", "current", now.Add(-time.Hour))
+	s := newTenantSecret("shop", DefaultSecretName, "ratelimit-ns-shop", "current", now.Add(-time.Hour))
 	s.Annotations[AnnotationRetiringHash] = redisacl.HashPassword("previous")
 	s.Annotations[AnnotationRetireAfter] = formatTime(now.Add(time.Minute))
 	st := readTenantState(s)
@@ -83,17 +83,17 @@ func TestFormatTimeRoundsUp(t *testing.T) {
 func TestTenancyOptionsValidate(t *testing.T) {
 	nodes := redisacl.ServerNodes(nil)
 	for _, c := range []struct {
-		o       TenancyOptions
+		o       Options
 		wantErr string
 	}{
-		{TenancyOptions{Nodes: nodes}, ""},
-		{TenancyOptions{Nodes: nodes, RotationPeriod: 24 * time.Hour}, ""},
-		{TenancyOptions{}, "nodes"},
-		{TenancyOptions{Nodes: nodes, SecretName: "Bad_Name"}, "secret name"},
-		{TenancyOptions{Nodes: nodes, UserPrefix: "a b"}, "user prefix"},
-		{TenancyOptions{Nodes: nodes, Grace: -time.Second}, "grace"},
-		{TenancyOptions{Nodes: nodes, RotationPeriod: time.Minute}, "rotation period"}, // within the 5m grace
-		{TenancyOptions{Nodes: nodes, KeyPrefix: "rl*"}, "key prefix"},
+		{Options{Nodes: nodes}, ""},
+		{Options{Nodes: nodes, RotationPeriod: 24 * time.Hour}, ""},
+		{Options{}, "nodes"},
+		{Options{Nodes: nodes, SecretName: "Bad_Name"}, "secret name"},
+		{Options{Nodes: nodes, UserPrefix: "a b"}, "user prefix"},
+		{Options{Nodes: nodes, Grace: -time.Second}, "grace"},
+		{Options{Nodes: nodes, RotationPeriod: time.Minute}, "rotation period"}, // within the 5m grace
+		{Options{Nodes: nodes, KeyPrefix: "rl*"}, "key prefix"},
 	} {
 		err := c.o.Validate()
 		switch {

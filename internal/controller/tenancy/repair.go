@@ -1,4 +1,4 @@
-package controller
+package tenancy
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 )
 
-// TenantRepairer checks every Redis node's users every Resync, as the script loader checks
+// Repairer checks every Redis node's users every Resync, as the script loader checks
 // scripts: a node restarted without an aclfile gets the namespaces' users back with their
 // current passwords, and a managed user nobody asked for (its namespace lost its policies
 // while no manager ran, or a node missed a deletion) sends its namespace to the
-// TenantReconciler, which decides from the API whether it stays. A manager Runnable; leader
+// Reconciler, which decides from the API whether it stays. A manager Runnable; leader
 // only, like the reconciler whose wanted users it repairs.
-type TenantRepairer struct {
+type Repairer struct {
 	// Users are the reconciler's users.
 	Users *redisacl.Users
 	// UserPrefix begins each managed user name; the rest is the namespace.
@@ -34,7 +34,7 @@ type TenantRepairer struct {
 }
 
 // Start implements manager.Runnable: a repair round every Resync until ctx ends.
-func (p *TenantRepairer) Start(ctx context.Context) error {
+func (p *Repairer) Start(ctx context.Context) error {
 	resync := p.Resync
 	if resync <= 0 {
 		resync = 10 * time.Second
@@ -52,10 +52,10 @@ func (p *TenantRepairer) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (p *TenantRepairer) NeedLeaderElection() bool { return true }
+func (p *Repairer) NeedLeaderElection() bool { return true }
 
 // round repairs every node once and reports what it found.
-func (p *TenantRepairer) round(ctx context.Context) {
+func (p *Repairer) round(ctx context.Context) {
 	res, err := p.Users.Repair(ctx)
 	if res.Applied > 0 {
 		tenantRepairs.Add(float64(res.Applied))
