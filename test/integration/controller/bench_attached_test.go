@@ -17,8 +17,8 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/pinnedmod"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
