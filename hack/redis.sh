@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs redis-server and redis-cli (Debian packages redis-server and redis-tools) for the
-# test harness in test/support/redis. Skipped when both binaries are already on PATH, so it is
+# test harness in test/support/redistest. Skipped when both binaries are already on PATH, so it is
 # idempotent and fast. If the package install starts Debian's own service on port 6379, it is
 # stopped again (by its pidfile or `redis-cli shutdown nosave`, never by process name) so the
 # tests, which use their own private servers on free ports, do not share a stray daemon.

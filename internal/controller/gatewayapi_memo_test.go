@@ -12,7 +12,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 // TestResolveOncePerState: the policies of a namespace over unchanged routes are resolved

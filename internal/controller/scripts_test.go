@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {

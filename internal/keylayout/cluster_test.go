@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // trickyKeys are concrete keys that exercise every branch of Redis's hash-tag rule.

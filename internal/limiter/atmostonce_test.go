@@ -11,7 +11,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // At most once (issue 13, item 6; DESIGN.md): a script is sent at most once unless Redis said

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

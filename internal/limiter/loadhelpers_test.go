@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // Load shape shared by the over-admission tests (load_test.go) and the naive limiter

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // shardedPolicy is a policy of one limit spread over n shards, with leases or not.

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 // Namespace and name of the base policy; the slot numbers in the tests depend on them.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // TestPasswordRotationOnServer shows on a real server what rotation relies on: while the

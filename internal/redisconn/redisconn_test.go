@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 func TestValidate(t *testing.T) {

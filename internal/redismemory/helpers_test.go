@@ -12,8 +12,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

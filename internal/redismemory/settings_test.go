@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // TestSettings: each configuration of a real redis-server is reported with the findings it

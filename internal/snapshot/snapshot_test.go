@@ -10,8 +10,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 const testNamespace = "shop"

@@ -17,8 +17,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/faultproxy"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 // Class: one policy's failing keys taking the node down for everyone (issue 13, item 5).

@@ -17,8 +17,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 const ns = "shop"

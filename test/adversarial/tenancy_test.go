@@ -10,7 +10,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 // Class: a tenant naming another tenant's keys (issue 14). A policy in namespace attacker

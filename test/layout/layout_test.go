@@ -4,6 +4,7 @@ package layout
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -33,6 +34,19 @@ func TestProductionImportsNoTestCode(t *testing.T) {
 			if strings.HasPrefix(imp, module+"test/") {
 				t.Errorf("%s imports test code %s", strings.TrimPrefix(f[0], module), strings.TrimPrefix(imp, module))
 			}
+		}
+	}
+}
+
+// TestPackagesNamedForTheirFolders: every package but a main is named for its folder.
+func TestPackagesNamedForTheirFolders(t *testing.T) {
+	for _, line := range goList(t, "{{.Dir}} {{.Name}}", "./...") {
+		f := strings.Fields(line)
+		if len(f) != 2 || f[1] == "main" {
+			continue
+		}
+		if base := filepath.Base(f[0]); base != f[1] {
+			t.Errorf("%s holds package %s", f[0], f[1])
 		}
 	}
 }

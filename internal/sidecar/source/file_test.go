@@ -20,7 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/source"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 // srcWait bounds every wait for a source to react.

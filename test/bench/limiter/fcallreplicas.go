@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // fcallReplicas is the section of issue 25 (-fcall-replicas): the tenant call path (FCALL)

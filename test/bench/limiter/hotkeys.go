@@ -12,7 +12,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // hotRow is one algorithm's hot-key figures: one identity checked by c.callers goroutines

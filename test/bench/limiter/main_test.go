@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // TestMain lets the hot-key section re-run this test binary as its worker processes.

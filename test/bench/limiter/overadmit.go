@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // overPeriod is the period of the over-admission limit: so long that nothing refills while

@@ -19,7 +19,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/forwardauthbench"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // report is everything one run measured.

@@ -40,7 +40,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 const (

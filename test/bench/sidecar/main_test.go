@@ -9,7 +9,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/rls"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // TestRunSmall runs the whole command with tiny numbers against a real redis-server, with

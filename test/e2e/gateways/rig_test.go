@@ -15,10 +15,10 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

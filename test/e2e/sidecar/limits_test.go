@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 // TestDiscovery checks what kubectl learns from discovery: the short name rlp, the ratelimit

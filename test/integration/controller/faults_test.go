@@ -44,8 +44,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

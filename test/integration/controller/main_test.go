@@ -28,7 +28,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/operator"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
 // resync is the script loader's period in every manager of this suite, and the memory

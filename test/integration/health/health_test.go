@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 

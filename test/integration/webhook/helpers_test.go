@@ -11,7 +11,7 @@ import (
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	policytest "github.com/ratelimit-dev/ratelimit-operator/test/support/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 // The webhook names from config/webhook/manifests.yaml, as the API server quotes them.

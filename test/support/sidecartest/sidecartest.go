@@ -24,8 +24,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	redistest "github.com/ratelimit-dev/ratelimit-operator/test/support/redis"
-	snapshottest "github.com/ratelimit-dev/ratelimit-operator/test/support/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
 
 // Namespace is the namespace of every policy and snapshot here.
