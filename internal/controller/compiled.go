@@ -14,7 +14,7 @@ import (
 
 // Compiler compiles policies with the installation's rules, each once per (UID, generation):
 // the policy controller and every sync of the namespace's snapshot ask for the same
-// compilation, and policy.Rules.Build (default a copy, build the entry for its horizon,
+// compilation, and policy.Rules.Compile (default a copy, build the entry for its horizon,
 // build it again and compile it) is the costly part of both. Safe for concurrent use.
 type Compiler struct {
 	// Rules are the installation's validation settings, as the webhook's.
@@ -40,19 +40,19 @@ type compiledResult struct {
 // targets gave it match.http, over route edits).
 const maxVariants = 4
 
-// Build is Rules.Build of p, compiled once per UID, generation and variant (what besides the
-// spec Build reads: the annotations recording defaults, and the match a policy's targets
+// Compile is Rules.Compile of p, compiled once per UID, generation and variant (what besides the
+// spec Compile reads: the annotations recording defaults, and the match a policy's targets
 // gave it). A policy never stored (no UID or generation) is compiled each time. The result
 // is shared: callers must not change it.
-func (c *Compiler) Build(p *v1alpha1.RateLimitPolicy) (policy.Compiled, field.ErrorList) {
+func (c *Compiler) Compile(p *v1alpha1.RateLimitPolicy) (policy.Compiled, field.ErrorList) {
 	if p.UID == "" || p.Generation == 0 {
-		return c.Rules.Build(p)
+		return c.Rules.Compile(p)
 	}
 	key, variant := client.ObjectKeyFromObject(p), variantOf(p)
 	if r, ok := c.lookup(key, p, variant); ok {
 		return r.compiled, r.errs
 	}
-	compiled, errs := c.Rules.Build(p)
+	compiled, errs := c.Rules.Compile(p)
 	c.store(key, p, variant, compiledResult{compiled: compiled, errs: errs})
 	return compiled, errs
 }
@@ -98,7 +98,7 @@ func (c *Compiler) Forget(key types.NamespacedName) {
 	delete(c.byName, key)
 }
 
-// variantOf is what Build reads of p besides its spec's generation: the annotations that
+// variantOf is what Compile reads of p besides its spec's generation: the annotations that
 // record defaults and, for a policy with targetRefs, the match its targets gave it.
 func variantOf(p *v1alpha1.RateLimitPolicy) string {
 	v := p.Annotations[policy.AnnotationDefaultedStateKey] + "\x00" + p.Annotations[policy.AnnotationDefaultedTTL]

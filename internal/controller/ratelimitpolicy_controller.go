@@ -104,7 +104,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
 	r.setCountersProtected(p)
-	compiled, errs := buildWith(r.Compiler, r.Rules)(p)
+	compiled, errs := compileWith(r.Compiler, r.Rules)(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
 		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
@@ -142,7 +142,7 @@ func (r *PolicyReconciler) publish(ctx context.Context, p *v1alpha1.RateLimitPol
 	case !ok:
 		return res, nil
 	case eff != p:
-		compiled, _ = buildWith(r.Compiler, r.Rules)(eff) // compiles: only match.http differs from p, which did
+		compiled, _ = compileWith(r.Compiler, r.Rules)(eff) // compiles: only match.http differs from p, which did
 	}
 	r.setPublished(ctx, p, compiled.Entry)
 	return res, nil

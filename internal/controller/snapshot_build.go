@@ -35,34 +35,34 @@ func (p Published) entry(name string, uid types.UID) (snapshot.Entry, bool) {
 	return p.Snapshot.Policies[i], true
 }
 
-// Build compiles a namespace's policies (defaulted in memory, so policies stored without the
+// SnapshotOf compiles a namespace's policies (defaulted in memory, so policies stored without the
 // webhook still work) into a sealed snapshot, skipping invalid and deleting ones, and returns
 // the owner references of the policies it holds.
-func Build(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
-	return BuildOver(policy.Rules{}, ns, redis, items, Published{})
+func SnapshotOf(ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+	return SnapshotOver(policy.Rules{}, ns, redis, items, Published{})
 }
 
-// BuildOver is Build over what is published: a policy that no longer compiles (an edit
+// SnapshotOver is SnapshotOf over what is published: a policy that no longer compiles (an edit
 // that bypassed the webhook, or a rule added by an upgrade) keeps the entry last published
 // for it, so a bad edit never silently removes a limit that was enforced; its status says
 // it is invalid and that its last valid version stays in force.
-func BuildOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
-	return buildOver(rules.Build, rules.Prefix(), ns, redis, items, last)
+func SnapshotOver(rules policy.Rules, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+	return snapshotOver(rules.Compile, rules.Prefix(), ns, redis, items, last)
 }
 
-// buildFunc compiles a policy: policy.Rules.Build, or a Compiler's cached Build.
-type buildFunc func(*v1alpha1.RateLimitPolicy) (policy.Compiled, field.ErrorList)
+// compileFunc compiles a policy: policy.Rules.Compile, or a Compiler's cached Compile.
+type compileFunc func(*v1alpha1.RateLimitPolicy) (policy.Compiled, field.ErrorList)
 
-// buildWith is c's Build, or rules' when there is no c.
-func buildWith(c *Compiler, rules policy.Rules) buildFunc {
+// compileWith is c's Compile, or rules' when there is no c.
+func compileWith(c *Compiler, rules policy.Rules) compileFunc {
 	if c == nil {
-		return rules.Build
+		return rules.Compile
 	}
-	return c.Build
+	return c.Compile
 }
 
-// buildOver is BuildOver with build compiling each policy, under the key prefix prefix.
-func buildOver(build buildFunc, prefix, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
+// snapshotOver is SnapshotOver with compile compiling each policy, under the key prefix prefix.
+func snapshotOver(compile compileFunc, prefix, ns string, redis snapshot.Redis, items []v1alpha1.RateLimitPolicy, last Published) (*snapshot.Snapshot, []metav1.OwnerReference, error) {
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	snap := &snapshot.Snapshot{Namespace: ns, KeyPrefix: prefix, Redis: redis, Scripts: []snapshot.Script{},
 		Policies: []snapshot.Entry{}}
@@ -72,7 +72,7 @@ func buildOver(build buildFunc, prefix, ns string, redis snapshot.Redis, items [
 		if !items[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		entry, ok := buildEntry(build, prefix, ns, &items[i], last)
+		entry, ok := publishedEntry(compile, prefix, ns, &items[i], last)
 		if !ok {
 			continue
 		}
@@ -91,12 +91,12 @@ func buildOver(build buildFunc, prefix, ns string, redis snapshot.Redis, items [
 	return snap, owners, nil
 }
 
-// buildEntry is the snapshot entry of item: compiled, or, when it does not compile, the
+// publishedEntry is the snapshot entry of item: compiled, or, when it does not compile, the
 // entry last published for it, if that one still holds under the key prefix (ok false
 // otherwise: a policy that breaks the key scope, say, loses its entry rather than keep keys
 // outside it).
-func buildEntry(build buildFunc, prefix, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Entry, bool) {
-	compiled, errs := build(item)
+func publishedEntry(compile compileFunc, prefix, ns string, item *v1alpha1.RateLimitPolicy, last Published) (snapshot.Entry, bool) {
+	compiled, errs := compile(item)
 	if len(errs) == 0 {
 		return compiled.Entry, true
 	}

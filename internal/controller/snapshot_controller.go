@@ -62,7 +62,7 @@ func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
 	if err != nil {
 		return err
 	}
-	snap, owners, err := buildOver(buildWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, r.Redis, items, r.lastPublished(ctx, ns))
+	snap, owners, err := snapshotOver(compileWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, r.Redis, items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func testPolicy(ns, name string, requests int64) v1alpha1.RateLimitPolicy {
 
 func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Entry {
 	t.Helper()
-	c, errs := policy.Rules{}.Build(&p)
+	c, errs := (policy.Rules{}).Compile(&p)
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
@@ -35,7 +35,7 @@ func entryOf(t *testing.T, p v1alpha1.RateLimitPolicy) snapshot.Entry {
 // configMapOf is the ConfigMap a sync writes for the policies.
 func configMapOf(t *testing.T, ns string, ps ...v1alpha1.RateLimitPolicy) *corev1.ConfigMap {
 	t.Helper()
-	s, owners, err := Build(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}}, ps)
+	s, owners, err := SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}}, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestBuildPublishesTheKeyPrefix(t *testing.T) {
 	rules := policy.Rules{KeyPrefix: "acme:"}
 	other := testPolicy("shop", "other", 5)
 	other.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:${namespace}/${policy}:${identity}}:${limit}"}
-	s, _, err := BuildOver(rules, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+	s, _, err := SnapshotOver(rules, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
 		[]v1alpha1.RateLimitPolicy{testPolicy("shop", "orders", 5), other}, Published{})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestBuildDropsAnOutOfScopeLastEntry(t *testing.T) {
 		Owners: []metav1.OwnerReference{{Name: "legacy", UID: old.UID}}}
 	stored := old.DeepCopy()
 	stored.Spec.KeyLayout = &v1alpha1.KeyLayout{State: legacy.StateKey}
-	s, _, err := BuildOver(policy.Rules{}, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+	s, _, err := SnapshotOver(policy.Rules{}, "shop", snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
 		[]v1alpha1.RateLimitPolicy{*stored}, last)
 	if err != nil {
 		t.Fatal(err)

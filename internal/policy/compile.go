@@ -22,19 +22,19 @@ type Compiled struct {
 	Limiter *limiter.Policy
 }
 
-// Build is the one path from a RateLimitPolicy to what runs: it defaults a copy of p with r,
-// checks it, and compiles its snapshot entry, or returns every problem with its field path.
-// The webhook, the controller, the tests and the bench take it, and every sidecar compiles
-// the same entry (snapshot.Entry.Compile), so what was checked is what runs.
-func (r Rules) Build(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
+// Compile is the one path from a RateLimitPolicy to what runs: it defaults a copy of p with
+// r, checks it, converts it to its snapshot entry and compiles that entry, or returns every
+// problem with its field path. The controller, the tests and the bench take it, and every
+// sidecar compiles the same entry (limiterspec.Compile), so what was checked is what runs.
+func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	d := p.DeepCopy()
 	r.Default(d)
 	return r.compile(d)
 }
 
-// Compile checks p as it is, without defaulting (the validating webhook sees it defaulted
-// already; a stored object may predate a default), and returns its compiled form.
-func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
+// CompileAsIs is Compile of p as it is, without defaulting (the validating webhook sees it
+// defaulted already; a stored object may predate a default); it returns the limiter.Policy.
+func (r Rules) CompileAsIs(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
 	c, errs := r.compile(p)
 	return c.Limiter, errs
 }

@@ -364,9 +364,9 @@ func TestCompileRejects(t *testing.T) {
 			p := base()
 			tc.mutate(p)
 			if !tc.raw {
-				policy.Default(p)
+				(policy.Rules{}).Default(p)
 			}
-			compiled, errs := policy.Compile(p)
+			compiled, errs := (policy.Rules{}).CompileAsIs(p)
 			if compiled != nil && len(errs) == 0 {
 				for _, k := range compiled.Keys("alice", "req-1") {
 					t.Logf("accepted key for alice: %q on slot %d", k, keylayout.Slot(k))
@@ -387,8 +387,8 @@ func TestCompileReportsEveryProblem(t *testing.T) {
 	p.Spec.Cost = &v1alpha1.Cost{Default: 3, Max: ptr.To[int64](1)}
 	p.Spec.FailureMode = v1alpha1.FailureModeLocalCap
 	layout(p, "{rl:${user}}", "", 0)
-	policy.Default(p)
-	_, errs := policy.Compile(p)
+	(policy.Rules{}).Default(p)
+	_, errs := (policy.Rules{}).CompileAsIs(p)
 	want := []string{"spec.limits[1].requests", "spec.cost.max", "spec.localCap", "spec.keyLayout.state"}
 	got := map[string]bool{}
 	for _, e := range errs {
@@ -415,8 +415,8 @@ func TestCompileReportsLayoutAndLimitProblemsTogether(t *testing.T) {
 			p := base()
 			twoWindows(p)
 			mutate(p)
-			policy.Default(p)
-			_, errs := policy.Compile(p)
+			(policy.Rules{}).Default(p)
+			_, errs := (policy.Rules{}).CompileAsIs(p)
 			assertErrors(t, errs, "spec.keyLayout.state", []string{"must use ${limit}"}, "spec.keyLayout.ttl", "spec.limits[1].requests")
 		})
 	}
@@ -427,7 +427,7 @@ func TestCompileReportsLayoutAndLimitProblemsTogether(t *testing.T) {
 func TestCompileNoTTLReportedOnce(t *testing.T) {
 	p := base()
 	layout(p, defaultState, "", 0)
-	_, errs := policy.Compile(p)
+	_, errs := (policy.Rules{}).CompileAsIs(p)
 	if len(errs) != 1 || errs[0].Type != field.ErrorTypeRequired || errs[0].Field != "spec.keyLayout.ttl" {
 		t.Fatalf("want exactly one Required error on spec.keyLayout.ttl, got:\n%s", list(errs))
 	}
@@ -507,7 +507,7 @@ func TestCompileAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base()
 			tc.mutate(p)
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			compileOK(t, p)
 		})
 	}
@@ -518,7 +518,7 @@ func TestCompileAccepts(t *testing.T) {
 func TestSamplesCompile(t *testing.T) {
 	for file, p := range samples(t) {
 		t.Run(file, func(t *testing.T) {
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			compileOK(t, p)
 			if w := policy.Warnings(nil, p); len(w) > 0 {
 				t.Errorf("sample draws warnings: %q", w)
@@ -531,7 +531,7 @@ func TestSamplesCompile(t *testing.T) {
 // limit and slot, plus the idempotency key) share one Cluster slot.
 func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 	t.Helper()
-	compiled, errs := policy.Compile(p)
+	compiled, errs := (policy.Rules{}).CompileAsIs(p)
 	if len(errs) > 0 || compiled == nil {
 		t.Fatalf("refused a valid policy:\n%s", list(errs))
 	}
@@ -563,7 +563,7 @@ func compileOK(t *testing.T, p *v1alpha1.RateLimitPolicy) *limiter.Policy {
 func TestRoundTrip(t *testing.T) {
 	for name, p := range accepted(t) {
 		t.Run(name, func(t *testing.T) {
-			built, errs := policy.Rules{}.Build(p)
+			built, errs := (policy.Rules{}).Compile(p)
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs.ToAggregate())
 			}
@@ -579,7 +579,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the published entry does not compile: %v", err)
 			}
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			if want := directConfig(p); !reflect.DeepEqual(compiled.Spec, want) {
 				t.Fatalf("published entry compiles to\n%+v\nthe API object asks for\n%+v", compiled.Spec, want)
 			}
@@ -636,7 +636,7 @@ func TestRulesKeyPrefix(t *testing.T) {
 	r := policy.Rules{KeyPrefix: "acme:"}
 	p := base()
 	r.Default(p)
-	compiled, errs := r.Compile(p)
+	compiled, errs := r.CompileAsIs(p)
 	if len(errs) > 0 {
 		t.Fatalf("defaulted under acme: %v", errs.ToAggregate())
 	}
@@ -646,6 +646,6 @@ func TestRulesKeyPrefix(t *testing.T) {
 	q := base()
 	layout(q, defaultState, "", 0)
 	r.Default(q)
-	_, errs = r.Compile(q)
+	_, errs = r.CompileAsIs(q)
 	assertErrors(t, errs, "spec.keyLayout.state", []string{`must begin with "{acme:${namespace}/"`})
 }

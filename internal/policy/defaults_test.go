@@ -24,7 +24,7 @@ func TestDefaultStateKey(t *testing.T) {
 			p := base()
 			p.Spec.Algorithm = a
 			p.Spec.Limits = []v1alpha1.Limit{limit("per-minute", 100, time.Minute, 0)}
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			if got := p.Spec.KeyLayout.State; got != want {
 				t.Errorf("state key %q, want %q", got, want)
 			}
@@ -56,7 +56,7 @@ func TestDefaultIdempotencyKey(t *testing.T) {
 			if tc.state != "" {
 				layout(p, tc.state, "", 0)
 			}
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			if got := p.Spec.KeyLayout.Idempotency; got != tc.want {
 				t.Errorf("idempotency key %q, want %q", got, tc.want)
 			}
@@ -103,7 +103,7 @@ func TestDefaultTTL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base()
 			p.Spec.Algorithm, p.Spec.Limits = tc.algo, tc.limits
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			if p.Spec.KeyLayout.TTL == nil {
 				t.Fatal("no TTL defaulted")
 			}
@@ -140,7 +140,7 @@ func TestDefaultKeepsUserFields(t *testing.T) {
 			idempotent(p)
 			layout(p, tc.state, tc.idem, tc.ttl)
 			before := p.DeepCopy()
-			policy.Default(p)
+			(policy.Rules{}).Default(p)
 			kl := p.Spec.KeyLayout
 			if kl.State != tc.wantState || kl.Idempotency != tc.wantID || kl.TTL == nil || kl.TTL.Duration != tc.wantTTL {
 				t.Errorf("layout after Default: state %q idempotency %q ttl %v; want %q %q %s",
@@ -167,9 +167,9 @@ func TestDefaultIdempotent(t *testing.T) {
 	for name, p := range accepted(t) {
 		t.Run(name, func(t *testing.T) {
 			once := p.DeepCopy()
-			policy.Default(once)
+			(policy.Rules{}).Default(once)
 			twice := once.DeepCopy()
-			policy.Default(twice)
+			(policy.Rules{}).Default(twice)
 			if !equality.Semantic.DeepEqual(once, twice) {
 				t.Errorf("Default is not idempotent:\nonce  %+v\ntwice %+v", once.Spec.KeyLayout, twice.Spec.KeyLayout)
 			}

@@ -33,7 +33,7 @@ func TestEntriesFromTheAPIAreStable(t *testing.T) {
 		if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
 			t.Fatalf("full-policies.yaml: %v", err)
 		}
-		built, errs := policy.Rules{}.Build(&p)
+		built, errs := (policy.Rules{}).Compile(&p)
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", p.Name, errs.ToAggregate())
 		}

@@ -45,8 +45,8 @@ func FuzzCompile(f *testing.F) {
 		if idem != "" {
 			p.Spec.Idempotency = &v1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
 		}
-		policy.Default(p)
-		compiled, errs := policy.Compile(p)
+		(policy.Rules{}).Default(p)
+		compiled, errs := (policy.Rules{}).CompileAsIs(p)
 		for _, e := range errs {
 			if e.Field == "" {
 				t.Fatalf("refusal without a field: %v", e)
@@ -71,7 +71,7 @@ func FuzzCompile(f *testing.F) {
 		if h := limiter.Horizon(compiled.Algorithm, compiled.Limits); compiled.TTL < h {
 			t.Fatalf("accepted a TTL %s below the horizon %s", compiled.TTL, h)
 		}
-		built, _ := policy.Rules{}.Build(p)
+		built, _ := (policy.Rules{}).Compile(p)
 		published, err := limiterspec.Compile(p.Namespace, built.Entry, false)
 		if err != nil || !reflect.DeepEqual(published.Spec, compiled.Spec) {
 			t.Fatalf("accepted %+v, but its snapshot entry compiles to %+v (%v)", compiled.Spec, published, err)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
 // Rules are the installation's settings that defaulting and validation depend on: the
@@ -24,14 +23,6 @@ func (r Rules) Prefix() string {
 		return keylayout.DefaultPrefix
 	}
 	return r.KeyPrefix
-}
-
-// Default is Rules{}.Default: the defaults of an installation with the default key prefix.
-func Default(p *v1alpha1.RateLimitPolicy) { Rules{}.Default(p) }
-
-// Compile is Rules{}.Compile: validation for an installation with the default key prefix.
-func Compile(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
-	return Rules{}.Compile(p)
 }
 
 // checkScope requires every key template of p to lie in its namespace's scope (see

@@ -131,12 +131,12 @@ func TestWarnings(t *testing.T) {
 			if tc.old != nil {
 				old = base()
 				tc.old(old)
-				policy.Default(old)
+				(policy.Rules{}).Default(old)
 			}
 			p := base()
 			tc.mutate(p)
-			policy.Default(p)
-			if _, errs := policy.Compile(p); len(errs) > 0 {
+			(policy.Rules{}).Default(p)
+			if _, errs := (policy.Rules{}).CompileAsIs(p); len(errs) > 0 {
 				t.Fatalf("warning case must be a valid policy:\n%s", list(errs))
 			}
 			assertWarnings(t, policy.Warnings(old, p), tc.want)
@@ -170,13 +170,13 @@ func assertWarnings(t *testing.T, got []string, want [][]string) {
 // TestWarningsNameTheField: every warning starts with its field path, so kubectl users see where to look.
 func TestWarningsNameTheField(t *testing.T) {
 	old := base()
-	policy.Default(old)
+	(policy.Rules{}).Default(old)
 	p := base()
 	onPaths(v1alpha1.FailureModeFailOpen, "/login")(p)
 	p.Spec.Algorithm = v1alpha1.AlgorithmFixedWindow
 	p.Spec.Limits[0].Burst = nil
 	layout(p, sharedTag, "", time.Minute)
-	policy.Default(p)
+	(policy.Rules{}).Default(p)
 	w := policy.Warnings(old, p)
 	if len(w) != 4 {
 		t.Fatalf("want 4 warnings (hot slot, FailOpen, algorithm, layout), got %q", w)

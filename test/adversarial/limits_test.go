@@ -54,8 +54,8 @@ func TestUnrepresentableLimitsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newPolicy("fast", c.alg, c.requests, c.period)
-			policy.Default(p)
-			if _, errs := policy.Compile(p); !hasField(errs.ToAggregate(), c.field) {
+			(policy.Rules{}).Default(p)
+			if _, errs := (policy.Rules{}).CompileAsIs(p); !hasField(errs.ToAggregate(), c.field) {
 				t.Fatalf("compiled; want a refusal on %s, got %v", c.field, errs.ToAggregate())
 			}
 		})
@@ -139,7 +139,7 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	valid := newPolicy("login", v1alpha1.AlgorithmGCRA, 5, time.Minute)
 	valid.UID = "uid-1"
-	published, owners, err := controller.Build(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+	published, owners, err := controller.SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
 		[]v1alpha1.RateLimitPolicy{*valid})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	broken := valid.DeepCopy()
 	broken.Spec.Limits[0].Period.Duration = 1500 * time.Microsecond // not whole milliseconds
 	last := controller.Published{Snapshot: published, Owners: owners}
-	next, _, err := controller.BuildOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
+	next, _, err := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	}
 	recreated := broken.DeepCopy()
 	recreated.UID = "uid-2" // deleted and created again: it inherits nothing
-	if next, _, _ := controller.BuildOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
+	if next, _, _ := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
 }

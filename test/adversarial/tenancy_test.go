@@ -24,8 +24,8 @@ func TestTenantCannotNameAnotherNamespacesKeys(t *testing.T) {
 		p := newPolicy("payments", v1alpha1.AlgorithmFixedWindow, 1, 8760*time.Hour,
 			func(s *v1alpha1.RateLimitPolicySpec) { s.KeyLayout = &v1alpha1.KeyLayout{State: state} })
 		p.Namespace = "attacker"
-		policy.Default(p)
-		_, errs := policy.Compile(p)
+		(policy.Rules{}).Default(p)
+		_, errs := (policy.Rules{}).CompileAsIs(p)
 		if msg := fmt.Sprint(errs.ToAggregate()); !strings.Contains(msg, `spec.keyLayout.state`) ||
 			!strings.Contains(msg, `must begin with "{rl:${namespace}/"`) {
 			t.Errorf("%s: got %q; want refused on spec.keyLayout.state with the required prefix", state, msg)

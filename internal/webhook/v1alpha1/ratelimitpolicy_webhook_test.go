@@ -233,16 +233,16 @@ func TestValidateDeleteAlwaysAllowed(t *testing.T) {
 }
 
 // TestWebhookChainAgreesWithPolicy: ValidateCreate reports exactly the field errors of
-// policy.Compile, in order, as the causes of its Invalid error.
+// policy.Rules.CompileAsIs, in order, as the causes of its Invalid error.
 func TestWebhookChainAgreesWithPolicy(t *testing.T) {
 	v := &webhookv1alpha1.Validator{}
 	for _, tc := range invalidCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errs := policy.Compile(tc.p.DeepCopy())
+			_, errs := (policy.Rules{}).CompileAsIs(tc.p.DeepCopy())
 			_, err := v.ValidateCreate(context.Background(), tc.p)
 			var status apierrors.APIStatus
 			if !errors.As(err, &status) || len(status.Status().Details.Causes) != len(errs) {
-				t.Fatalf("webhook causes differ from policy.Compile errors: %v vs %v", err, errs)
+				t.Fatalf("webhook causes differ from policy.Rules.CompileAsIs errors: %v vs %v", err, errs)
 			}
 			for i, c := range status.Status().Details.Causes {
 				if c.Field != errs[i].Field {

@@ -171,7 +171,7 @@ func TestDeterminism(t *testing.T) {
 	waitCanonical(t, e, ns, data, s.Version, "by the restarted controller")
 }
 
-// checkBuild checks that controller.Build gives the ConfigMap's bytes whatever the order
+// checkBuild checks that controller.SnapshotOf gives the ConfigMap's bytes whatever the order
 // the policies are listed in.
 func checkBuild(t *testing.T, e *kube.Env, ns string, redis snapshot.Redis, data string) {
 	t.Helper()
@@ -182,7 +182,7 @@ func checkBuild(t *testing.T, e *kube.Env, ns string, redis snapshot.Redis, data
 	for i := range 5 {
 		items := append([]v1alpha1.RateLimitPolicy(nil), list.Items...)
 		rand.Shuffle(len(items), func(a, b int) { items[a], items[b] = items[b], items[a] })
-		built, _, err := controller.Build(ns, redis, items)
+		built, _, err := controller.SnapshotOf(ns, redis, items)
 		if err != nil {
 			t.Fatal(err)
 		}

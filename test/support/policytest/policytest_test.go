@@ -22,8 +22,8 @@ func TestNewIsValidWithoutWarnings(t *testing.T) {
 			policytest.FailureMode(v1alpha1.FailureModeFailClosed)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			policy.Default(p)
-			if _, errs := (policy.Rules{}).Build(p); len(errs) > 0 {
+			(policy.Rules{}).Default(p)
+			if _, errs := (policy.Rules{}).Compile(p); len(errs) > 0 {
 				t.Fatalf("invalid: %v", errs.ToAggregate())
 			}
 			if w := policy.Warnings(nil, p); len(w) > 0 {

@@ -1,6 +1,6 @@
 // Package snapshottest (import path test/support/snapshot; the name does not shadow
 // internal/snapshot) builds snapshot documents exactly as the controller publishes them
-// (controller.Build: defaults, compile, scripts, seal), for the tests of their readers.
+// (controller.SnapshotOf: defaults, compile, scripts, seal), for the tests of their readers.
 package snapshottest
 
 import (
@@ -33,15 +33,15 @@ func BuildFor(t testing.TB, namespace string, redis snapshot.Redis, policies ...
 		items[i] = *p.DeepCopy()
 		items[i].Namespace = namespace
 	}
-	s, _, err := controller.Build(namespace, redis, items)
+	s, _, err := controller.SnapshotOf(namespace, redis, items)
 	if err != nil {
 		t.Fatalf("build snapshot: %v", err)
 	}
 	if len(s.Policies) != len(policies) {
 		for _, p := range policies {
 			p = p.DeepCopy()
-			policy.Default(p)
-			if _, errs := policy.Compile(p); len(errs) > 0 {
+			(policy.Rules{}).Default(p)
+			if _, errs := (policy.Rules{}).CompileAsIs(p); len(errs) > 0 {
 				t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
 			}
 		}
@@ -54,7 +54,7 @@ func BuildFor(t testing.TB, namespace string, redis snapshot.Redis, policies ...
 // defaults applied in memory. A policy that does not compile fails the test.
 func Entry(t testing.TB, p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	t.Helper()
-	c, errs := policy.Rules{}.Build(p)
+	c, errs := (policy.Rules{}).Compile(p)
 	if len(errs) > 0 {
 		t.Fatalf("compile %s: %v", p.Name, errs.ToAggregate())
 	}

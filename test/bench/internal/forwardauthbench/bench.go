@@ -108,7 +108,7 @@ func apiPolicy() *v1alpha1.RateLimitPolicy {
 			FailureMode: v1alpha1.FailureModeFailOpen,
 		},
 	}
-	policy.Default(p)
+	(policy.Rules{}).Default(p)
 	return p
 }
 
@@ -253,7 +253,7 @@ func startFront(rdb *redis.Client) (addr string, stop func(), err error) {
 
 // newStore is a store holding apiPolicy, compiled as the controller does.
 func newStore() (*engine.Store, error) {
-	compiled, errs := policy.Rules{}.Build(apiPolicy())
+	compiled, errs := (policy.Rules{}).Compile(apiPolicy())
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("compile: %w", errs.ToAggregate())
 	}

@@ -80,7 +80,7 @@ func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
 			FailureMode: v1alpha1.FailureModeFailOpen,
 		},
 	}
-	policy.Default(rlp)
+	(policy.Rules{}).Default(rlp)
 	return rlp
 }
 
@@ -92,7 +92,7 @@ func NewStore(ps ...Policy) (*engine.Store, error) {
 	scripts := map[string]snapshot.Script{}
 	for _, p := range ps {
 		rlp := p.RateLimitPolicy()
-		compiled, errs := policy.Rules{}.Build(rlp)
+		compiled, errs := (policy.Rules{}).Compile(rlp)
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("compile %s: %w", p.Name, errs.ToAggregate())
 		}
