@@ -19,11 +19,6 @@ const DefaultTag = keylayout.DefaultPrefix + "${namespace}/${policy}:${identity}
 // policy, caller).
 func (r Rules) Tag() string { return r.Prefix() + "${namespace}/${policy}:${identity}" }
 
-// DefaultStateKey is the state key template used when keyLayout.state is omitted, with the
-// default key prefix. Every algorithm keeps one key per limit (SlidingWindow both of its
-// windows in it), so the template is the same for all.
-func DefaultStateKey() string { return Rules{}.StateKey() }
-
 // StateKey is the state key template used when keyLayout.state is omitted.
 func (r Rules) StateKey() string { return "{" + r.Tag() + "}:${limit}" }
 

@@ -28,8 +28,8 @@ func TestDefaultStateKey(t *testing.T) {
 			if got := p.Spec.KeyLayout.State; got != want {
 				t.Errorf("state key %q, want %q", got, want)
 			}
-			if got := policy.DefaultStateKey(); got != want {
-				t.Errorf("DefaultStateKey() = %q, want %q", got, want)
+			if got := (policy.Rules{}).StateKey(); got != want {
+				t.Errorf("Rules{}.StateKey() = %q, want %q", got, want)
 			}
 			if p.Spec.KeyLayout.Idempotency != "" {
 				t.Errorf("idempotency key %q defaulted without idempotency", p.Spec.KeyLayout.Idempotency)
@@ -128,11 +128,11 @@ func TestDefaultKeepsUserFields(t *testing.T) {
 		{"all three set", "{t:${identity}}:${limit}", "{t:${identity}}:r:${requestId}", time.Hour,
 			"{t:${identity}}:${limit}", "{t:${identity}}:r:${requestId}", time.Hour},
 		{"too short a TTL is kept", "", "", time.Millisecond,
-			policy.DefaultStateKey(), "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Millisecond},
+			(policy.Rules{}).StateKey(), "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Millisecond},
 		{"a broken state key is kept", "{rl:${user}", "", 0,
 			"{rl:${user}", "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", 2 * time.Second},
 		{"an idempotency key on another tag is kept", "", otherTagIdem, 0,
-			policy.DefaultStateKey(), otherTagIdem, 2 * time.Second},
+			(policy.Rules{}).StateKey(), otherTagIdem, 2 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,7 @@ func TestDefaultFollowsSpecForDefaultedFields(t *testing.T) {
 	p.Spec.Limits[0].Burst = nil
 	(policy.Rules{}).Default(p)
 	kl := p.Spec.KeyLayout
-	if kl.TTL.Duration <= firstTTL || kl.State != policy.DefaultStateKey() {
+	if kl.TTL.Duration <= firstTTL || kl.State != (policy.Rules{}).StateKey() {
 		t.Fatalf("after the edit: ttl %s (was %s), state %q; want the new horizon and the SlidingWindow layout", kl.TTL, firstTTL, kl.State)
 	}
 	if _, errs := (policy.Rules{}).CompileAsIs(p); len(errs) > 0 {

@@ -373,7 +373,7 @@ func bytesPerIdentity(ctx context.Context, c config, rdb *redis.Client, alg limi
 	})
 }
 
-// newPolicy is a single-limit policy with the default key layout (as policy.DefaultStateKey
+// newPolicy is a single-limit policy with the default key layout (as policy.Rules{}.StateKey
 // builds it) and ttl, or the shortest TTL that keeps the algorithm exact if that is longer.
 func newPolicy(alg limiter.Algorithm, namespace, name string, lim limiter.Limit, ttl time.Duration, mode limiter.FailureMode) (*limiter.Policy, error) {
 	key := "{rl:${namespace}/${policy}:${identity}}:${limit}"

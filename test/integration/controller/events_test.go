@@ -120,7 +120,7 @@ func writeDefaultLayout(t *testing.T, e *kube.Env, ns, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: policy.DefaultStateKey()}
+	p.Spec.KeyLayout = &v1alpha1.KeyLayout{State: (policy.Rules{}).StateKey()}
 	if err := e.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
