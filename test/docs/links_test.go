@@ -166,8 +166,8 @@ func (ps pages) load(path string) (page, error) {
 	return p, err
 }
 
-// checkLink returns what is wrong with target, a link in the file rel (src on disk), or "".
-func (ps pages) checkLink(root, rel, src, target string) string {
+// checkLink returns what is wrong with target, a link in the file src, or "".
+func (ps pages) checkLink(root, src, target string) string {
 	path, anchor, _ := strings.Cut(target, "#")
 	dst := src
 	if path != "" {
@@ -212,7 +212,7 @@ func TestLinks(t *testing.T) {
 				continue
 			}
 			checked++
-			if msg := ps.checkLink(root, rel, src, l.target); msg != "" {
+			if msg := ps.checkLink(root, src, l.target); msg != "" {
 				t.Errorf("%s:%d: link %q: %s", rel, l.line, l.target, msg)
 			}
 		}
