@@ -1,5 +1,5 @@
-// Package policytest (import path test/support/policy; the name does not shadow
-// internal/policy) builds the RateLimitPolicy the tests start from, so each test spells out
+// Package policytest builds the RateLimitPolicy every test starts from (its name does not
+// shadow internal/policy), so each test spells out
 // only what it changes. It imports only the API types, so the unit tests of internal/policy,
 // the webhook, the controller and the snapshot can use it without an import cycle.
 package policytest

@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
@@ -37,18 +38,9 @@ const EnvoyDomain = "edge"
 // Policy is a valid policy: TokenBucket, requests per minute per X-API-Key on /api/<name>,
 // FailOpen, changed by edits.
 func Policy(name string, requests int64, edits ...func(*v1alpha1.RateLimitPolicySpec)) *v1alpha1.RateLimitPolicy {
-	p := &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api/" + name}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   v1alpha1.AlgorithmTokenBucket,
-			Limits:      []v1alpha1.Limit{{Name: "per-minute", Requests: requests, Period: metav1.Duration{Duration: time.Minute}}},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
+	p := policytest.New(Namespace, name, policytest.Paths("/api/"+name),
+		policytest.OnMissing(v1alpha1.MissingIdentityShared), policytest.Limit("per-minute", requests, time.Minute),
+		policytest.FailureMode(v1alpha1.FailureModeFailOpen))
 	for _, e := range edits {
 		e(&p.Spec)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -34,6 +33,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
@@ -96,18 +96,8 @@ type Result struct {
 const namespace = "bench"
 
 func apiPolicy() *v1alpha1.RateLimitPolicy {
-	p := &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "api"},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/api"}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   v1alpha1.AlgorithmTokenBucket,
-			Limits:      []v1alpha1.Limit{{Name: "per-minute", Requests: 1_000_000, Period: metav1.Duration{Duration: time.Minute}}},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
+	p := policytest.New(namespace, "api", policytest.OnMissing(v1alpha1.MissingIdentityShared),
+		policytest.Limit("per-minute", 1_000_000, time.Minute), policytest.FailureMode(v1alpha1.FailureModeFailOpen))
 	(policy.Rules{}).Default(p)
 	return p
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -37,6 +36,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/h2grpc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
 
 const (
@@ -65,21 +65,14 @@ type Policy struct {
 
 // RateLimitPolicy is p as a RateLimitPolicy resource, defaulted as the webhook would.
 func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
-	rlp := &v1alpha1.RateLimitPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: p.Name},
-		Spec: v1alpha1.RateLimitPolicySpec{
-			Match: v1alpha1.Match{Envoy: &v1alpha1.EnvoyMatch{Domain: Domain,
-				Descriptors: []v1alpha1.DescriptorMatch{{Key: "route", Value: p.Route}}},
-				HTTP: []v1alpha1.HTTPMatch{{PathPrefixes: []string{p.Route}}}},
-			Identity: v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-				{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: UserKey}},
-				{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: UserHeader}},
-			}, OnMissing: v1alpha1.MissingIdentityShared},
-			Algorithm:   p.Algorithm,
-			Limits:      []v1alpha1.Limit{{Name: "rate", Requests: p.Requests, Period: metav1.Duration{Duration: p.Period}}},
-			FailureMode: v1alpha1.FailureModeFailOpen,
-		},
-	}
+	rlp := policytest.New(Namespace, p.Name, policytest.Paths(p.Route),
+		policytest.Sources(
+			v1alpha1.IdentitySource{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: UserKey}},
+			policytest.Header(UserHeader)),
+		policytest.OnMissing(v1alpha1.MissingIdentityShared), policytest.Algorithm(p.Algorithm),
+		policytest.Limit("rate", p.Requests, p.Period), policytest.FailureMode(v1alpha1.FailureModeFailOpen))
+	rlp.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: Domain,
+		Descriptors: []v1alpha1.DescriptorMatch{{Key: "route", Value: p.Route}}}
 	(policy.Rules{}).Default(rlp)
 	return rlp
 }
