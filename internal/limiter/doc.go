@@ -16,7 +16,8 @@
 //   - the local tier, leases (localtier.go, lease*.go, hotfilter.go, hotidentities.go,
 //     lua/lease.lua): an identity checked often at one sidecar takes a block of units in one
 //     script call and spends it locally, never a unit Redis has not debited and its replicas
-//     acknowledged;
+//     acknowledged. It reaches the core only through tierCore (tiercore.go), and the core
+//     calls it only in Check: the arrows run one way;
 //   - the global tier, shards (shards.go): one identity's budget split over several hash
 //     tags, so its load spreads over Cluster primaries.
 package limiter

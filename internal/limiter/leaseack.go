@@ -43,9 +43,9 @@ type leaseRound struct {
 	cause error
 }
 
-// leaseRoundTrip runs a lease script call with ROLE before it and WAIT after it, on the
-// primary that owns the keys (EVAL after NOSCRIPT, for the EVALSHA flavour).
-func (l *Limiter) leaseRoundTrip(ctx context.Context, s *Script, keys []string, args []any) leaseRound {
+// leaseRoundTrip runs a lease script call with ROLE before it and WAIT (up to ack) after
+// it, on the primary that owns the keys (EVAL after NOSCRIPT, for the EVALSHA flavour).
+func (l *Limiter) leaseRoundTrip(ctx context.Context, s *Script, keys []string, args []any, ack time.Duration) leaseRound {
 	node, addr, err := l.primaryFor(ctx, keys[0])
 	if err != nil {
 		return leaseRound{err: err}
@@ -54,9 +54,9 @@ func (l *Limiter) leaseRoundTrip(ctx context.Context, s *Script, keys []string, 
 	if err != nil {
 		return leaseRound{err: err}
 	}
-	r := l.leaseRoundOn(ctx, node, addr, s.evalSHA(ctx, keys, args), n)
+	r := l.leaseRoundOn(ctx, node, addr, s.evalSHA(ctx, keys, args), n, ack)
 	if isNoScript(r.err) && !s.fcall {
-		r = l.leaseRoundOn(ctx, node, addr, s.eval(ctx, keys, args), n)
+		r = l.leaseRoundOn(ctx, node, addr, s.eval(ctx, keys, args), n, ack)
 	}
 	return r
 }
@@ -93,14 +93,14 @@ func (l *Limiter) replicaCount(ctx context.Context, node leaseNode, addr string)
 	return n, nil
 }
 
-// leaseRoundOn sends ROLE, the script call cmd and WAIT for want replicas in one pipeline on
-// node, and remembers the replica count ROLE gave for the next call.
-func (l *Limiter) leaseRoundOn(ctx context.Context, node leaseNode, addr string, cmd *redis.Cmd, want int64) leaseRound {
+// leaseRoundOn sends ROLE, the script call cmd and WAIT for want replicas (up to ack) in one
+// pipeline on node, and remembers the replica count ROLE gave for the next call.
+func (l *Limiter) leaseRoundOn(ctx context.Context, node leaseNode, addr string, cmd *redis.Cmd, want int64, ack time.Duration) leaseRound {
 	var role, wait *redis.Cmd
 	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		role = p.Do(ctx, "ROLE")
 		send(ctx, p, cmd)
-		wait = p.Do(ctx, "WAIT", want, l.leases.opts.AckTimeout.Milliseconds())
+		wait = p.Do(ctx, "WAIT", want, ack.Milliseconds())
 		return nil
 	})
 	r := leaseRound{}
@@ -119,7 +119,7 @@ func (l *Limiter) leaseRoundOn(ctx context.Context, node leaseNode, addr string,
 	case err != nil:
 		r.cause = fmt.Errorf("WAIT: %w", err)
 	case acks < replicas:
-		r.cause = fmt.Errorf("%w: %d of %d within %s", errUnacknowledged, acks, replicas, l.leases.opts.AckTimeout)
+		r.cause = fmt.Errorf("%w: %d of %d within %s", errUnacknowledged, acks, replicas, ack)
 	default:
 		r.acked = true
 	}

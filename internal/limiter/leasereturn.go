@@ -10,13 +10,16 @@ import (
 // ReturnLeases gives back, in Redis, what this process's leases hold unspent, e.g. before it
 // stops; the leases end. Errors are joined; a lease whose return failed is lost (units never
 // spent: under-admission, never over).
-func (l *Limiter) ReturnLeases(ctx context.Context) error {
+func (l *Limiter) ReturnLeases(ctx context.Context) error { return l.leases.returnAll(ctx) }
+
+// returnAll is ReturnLeases.
+func (t *localTier) returnAll(ctx context.Context) error {
 	type held struct {
 		p *Policy
 		l *lease
 	}
 	var all []held
-	l.leases.each(func(k denyKey, e *leaseEntry) {
+	t.each(func(k denyKey, e *leaseEntry) {
 		if e.cur != nil {
 			all = append(all, held{k.policy, e.cur})
 			e.cur = nil
@@ -24,7 +27,7 @@ func (l *Limiter) ReturnLeases(ctx context.Context) error {
 	})
 	var errs []error
 	for _, h := range all {
-		if err := l.returnLease(ctx, h.p, h.l); err != nil {
+		if err := t.returnLease(ctx, h.p, h.l); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -32,11 +35,11 @@ func (l *Limiter) ReturnLeases(ctx context.Context) error {
 }
 
 // returnLease runs the lease script asking for nothing: prev's unspent units go back.
-func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error {
-	keys := leaseKeys(prev.state, l.leases.newID(), prev)
-	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+func (t *localTier) returnLease(ctx context.Context, p *Policy, prev *lease) error {
+	keys := leaseKeys(prev.state, t.newID(), prev)
+	cctx, cancel := context.WithTimeout(ctx, t.core.callTimeout())
 	defer cancel()
-	v, err := evalOne(cctx, l.rdb, p.leaseScript, keys, p.leaseArgs(0, l.leases.opts.Share, prev))
+	v, err := t.core.evalScript(cctx, p.leaseScript, keys, p.leaseArgs(0, t.opts.Share, prev))
 	if err != nil {
 		return fmt.Errorf("policy %s/%s: returning a lease: %w", p.Namespace, p.Name, err)
 	}
@@ -44,7 +47,7 @@ func (l *Limiter) returnLease(ctx context.Context, p *Policy, prev *lease) error
 	if err != nil {
 		return err
 	}
-	if f := l.leases.opts.OnLease; f != nil {
+	if f := t.opts.OnLease; f != nil {
 		f(p, 0, rep.returned)
 	}
 	return nil

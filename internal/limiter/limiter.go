@@ -113,7 +113,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("deny cache: %w", err)
 		}
 	}
-	if l.leases, err = newLocalTier(opts.Leases, opts.Timeout, opts.Now()); err != nil {
+	if l.leases, err = newLocalTier(l, opts.Leases, opts.Timeout, opts.Now()); err != nil {
 		return nil, err
 	}
 	if opts.Pipelining {
@@ -164,7 +164,7 @@ func (l *Limiter) checkOne(ctx context.Context, p *Policy, r Request) Decision {
 	}
 	// An idempotent check always asks Redis: its id must be recorded with its decision.
 	if p.Leases && !idempotent {
-		if d, ok := l.leases.check(ctx, l, p, r, now); ok {
+		if d, ok := l.leases.check(ctx, p, r, now); ok {
 			return d
 		}
 	}

@@ -67,8 +67,10 @@ func (o *LeaseOptions) defaults() {
 	}
 }
 
-// localTier holds the leases of this process.
+// localTier holds the leases of this process. It sits on the core limiter and reaches it
+// only through core: the core calls check, never the other way round.
 type localTier struct {
+	core    tierCore
 	opts    LeaseOptions
 	filter  *hotFilter
 	entries *lru.Cache[denyKey, *leaseEntry]
@@ -76,7 +78,7 @@ type localTier struct {
 	seq     atomic.Uint64
 }
 
-func newLocalTier(o LeaseOptions, timeout time.Duration, now time.Time) (*localTier, error) {
+func newLocalTier(core tierCore, o LeaseOptions, timeout time.Duration, now time.Time) (*localTier, error) {
 	o.defaults()
 	// WAIT must answer before the call's own timeout, or every lease would be lost.
 	o.AckTimeout = max(min(o.AckTimeout, timeout/2), time.Millisecond)
@@ -85,7 +87,7 @@ func newLocalTier(o LeaseOptions, timeout time.Duration, now time.Time) (*localT
 		return nil, fmt.Errorf("lease table: %w", err)
 	}
 	// Lease ids are unique per process start and sequence: a record never names another's.
-	return &localTier{opts: o, filter: newHotFilter(), entries: c, prefix: strconv.FormatInt(now.UnixNano(), 36)}, nil
+	return &localTier{core: core, opts: o, filter: newHotFilter(), entries: c, prefix: strconv.FormatInt(now.UnixNano(), 36)}, nil
 }
 
 // entry is the identity's state, created on first sight.
@@ -138,22 +140,21 @@ func (p *Policy) minInterval() int64 {
 
 // check answers r locally when its identity is hot here: from its lease, or from a new
 // one; ok false sends r to Redis as usual. A cold identity costs one hot-filter update.
-func (t *localTier) check(ctx context.Context, l *Limiter, p *Policy, r Request, now time.Time) (Decision, bool) {
+func (t *localTier) check(ctx context.Context, p *Policy, r Request, now time.Time) (Decision, bool) {
 	rate := t.filter.observe(p, r.Identity, now)
 	if rate < t.opts.HotRate {
 		return Decision{}, false
 	}
-	return l.fromLease(ctx, p, r, t.entry(p, r.Identity), rate)
+	return t.fromLease(ctx, p, r, t.entry(p, r.Identity), rate)
 }
 
 // fromLease answers r from the identity's lease, taking a new one when the identity is hot
 // and the lease is spent; ok false sends r to Redis as usual. The clock is read once the
 // entry's lock is held: a check that waited for the lock across a window's end must not
 // spend the old window's units.
-func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64) (Decision, bool) {
-	t := l.leases
+func (t *localTier) fromLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, rate float64) (Decision, bool) {
 	e.mu.Lock()
-	now := l.opts.Now()
+	now := t.core.now()
 	e.rate, e.seen = rate, now
 	if e.cur != nil && e.cur.take(r.Cost, now) {
 		d := leased(p, e.cur, now)
@@ -163,7 +164,7 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	if e.fetching {
 		ready := e.ready
 		e.mu.Unlock()
-		return e.await(ctx, ready, p, r.Cost, l.opts.Timeout, l.opts.Now)
+		return e.await(ctx, ready, p, r.Cost, t.core.callTimeout(), t.core.now)
 	}
 	if now.Before(e.quiet) {
 		e.mu.Unlock()
@@ -178,43 +179,43 @@ func (l *Limiter) fromLease(ctx context.Context, p *Policy, r Request, e *leaseE
 	prev := e.cur
 	e.cur, e.fetching, e.ready = nil, true, make(chan struct{})
 	e.mu.Unlock()
-	return l.takeLease(ctx, p, r, e, want, prev)
+	return t.takeLease(ctx, p, r, e, want, prev)
 }
 
 // takeLease runs the lease script: prev's unspent units back, up to want new ones.
-func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, want int64, prev *lease) (Decision, bool) {
-	id := l.leases.newID()
+func (t *localTier) takeLease(ctx context.Context, p *Policy, r Request, e *leaseEntry, want int64, prev *lease) (Decision, bool) {
+	id := t.newID()
 	state := p.Keys(r.Identity, "")
 	keys := leaseKeys(state, id, prev)
-	b := l.breakerFor(ctx, keys[0])
+	b := t.core.breakerFor(ctx, keys[0])
 	if !b.allow() {
 		e.settle(nil, time.Time{})
 		return Decision{}, false // the usual path answers by the failure mode
 	}
-	sent := l.opts.Now()
-	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	round := l.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, l.leases.opts.Share, prev))
+	sent := t.core.now()
+	cctx, cancel := context.WithTimeout(ctx, t.core.callTimeout())
+	round := t.core.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, t.opts.Share, prev), t.opts.AckTimeout)
 	cancel()
 	if err := round.err; err != nil {
 		e.settle(nil, time.Time{})
-		l.failed(ctx, b, err)
+		t.core.failed(ctx, b, err)
 		if redirected(err) || tryAgain(err) {
 			return Decision{}, false // the script did not run: the usual path follows the slot
 		}
 		// The lease may have been taken (a lost reply): its units are lost, never spent.
-		return l.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
+		return t.core.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
 	}
 	b.success()
 	rep, err := decodeLease(p, round.val, id, sent)
 	if err != nil {
 		e.settle(nil, time.Time{})
-		l.stats.count(KindCall)
-		return l.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b), true
+		t.core.badReply()
+		return t.core.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b), true
 	}
-	if f := l.leases.opts.OnLease; f != nil {
+	if f := t.opts.OnLease; f != nil {
 		f(p, unitsOf(rep.lease), rep.returned)
 	}
-	quiet := l.opts.Now().Add(l.leases.opts.Span)
+	quiet := t.core.now().Add(t.opts.Span)
 	switch {
 	case rep.lease == nil:
 		// Too little left to lease: ask Redis one by one for a while.
@@ -224,13 +225,13 @@ func (l *Limiter) takeLease(ctx context.Context, p *Policy, r Request, e *leaseE
 		// Held, never spent: the next lease call returns it. Meanwhile Redis decides.
 		rep.lease.state, rep.lease.held = state, true
 		e.settle(rep.lease, quiet)
-		if f := l.leases.opts.OnUnacknowledged; f != nil {
+		if f := t.opts.OnUnacknowledged; f != nil {
 			f(p, rep.lease.units, round.cause)
 		}
 		return Decision{}, false
 	}
 	rep.lease.state = state
-	return e.settle(rep.lease, time.Time{}).spend(p, r.Cost, l.opts.Now)
+	return e.settle(rep.lease, time.Time{}).spend(p, r.Cost, t.core.now)
 }
 
 func unitsOf(ls *lease) int64 {
