@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,17 +23,7 @@ func BenchmarkBulkApply(b *testing.B) {
 	const namespaces, perNamespace = 50, 20
 	const total = namespaces * perNamespace
 	run := "bulk-" + rand.String(6)
-	var nss []string
-	for range namespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b-" + rand.String(8), Labels: map[string]string{"bench": run}}}
-		create(b, e, ns)
-		nss = append(nss, ns.Name)
-		b.Cleanup(func() {
-			ctx := context.Background()
-			_ = e.Client.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(ns.Name))
-			_ = e.Client.Delete(ctx, ns)
-		})
-	}
+	nss := benchNamespaces(b, e, run, namespaces)
 	var ps []*v1alpha1.RateLimitPolicy
 	for _, ns := range nss {
 		for i := range perNamespace {
