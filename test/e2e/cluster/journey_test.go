@@ -661,10 +661,24 @@ func (j *journey) redisReplaced(t *testing.T) {
 func (j *journey) redisAway(t *testing.T) {
 	c := j.c
 	kc(t, c, "-n", system, "scale", "deploy/redis", "--replicas=0")
-	wait.Eventually(t, time.Minute, "FailClosed to refuse", func() error {
-		code, err := j.call(t.Context(), "/closed", "closed-down-"+j.run)
+	// Redis is away once its pod is gone (a terminating redis-server still answers the
+	// connections it has) and both sidecar replicas say so: FailClosed refuses a new caller
+	// each time, which Redis (1 per hour) would admit, several times in a row.
+	if out, err := c.Kubectl(t.Context(), nil, "-n", system, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/name=redis",
+		"--timeout=120s"); err != nil && !strings.Contains(out+err.Error(), "no matching resources") {
+		t.Fatalf("Redis pod still there: %v\n%s", err, out)
+	}
+	n := 0
+	wait.Eventually(t, time.Minute, "FailClosed to refuse on every replica", func() error {
+		n++
+		code, err := j.call(t.Context(), "/closed", fmt.Sprintf("closed-down-%s-%d", j.run, n))
 		if err != nil || code != 429 {
 			return fmt.Errorf("/closed: %d: %w", code, err)
+		}
+		for i := range 5 {
+			if code, err = j.call(t.Context(), "/closed", fmt.Sprintf("closed-down-%s-%d-%d", j.run, n, i)); err != nil || code != 429 {
+				return fmt.Errorf("/closed, %d in a row: %d: %w", i+1, code, err)
+			}
 		}
 		return nil
 	})
