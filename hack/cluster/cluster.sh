@@ -26,16 +26,11 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 name=cluster
-# shellcheck source=../lib/packages.sh
-source "$repo/hack/lib/packages.sh"
+# shellcheck source=common.sh
+source "$here/common.sh"
 
-k8s_version=$(awk '$1=="k8s.io/kubernetes"{sub(/^v/,"",$2); print $2}' "$repo/hack/envtest/go.mod")
 coredns_version=$(awk '{for (i = 1; i < NF; i++) if ($i == "github.com/coredns/coredns") {print $(i + 1); exit}}' "$here/coredns/go.mod")
-arch=$(go env GOARCH)
-cache=${ENVTEST_CACHE:-$HOME/.local/share/kubebuilder-envtest}
-k8s_bin="$cache/k8s/${k8s_version}-linux-${arch}"
 # The plugins compiled in are chosen in main.go: a change there is a new binary.
 coredns_hash=$(cat "$here/coredns/main.go" "$here/coredns/go.sum" | sha256sum | cut -c1-12)
 coredns_bin="$cache/coredns/${coredns_version}-${coredns_hash}-linux-${arch}/coredns"

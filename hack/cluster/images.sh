@@ -20,14 +20,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 name=images
-# shellcheck source=../lib/packages.sh
-source "$repo/hack/lib/packages.sh"
-
-k8s_version=$(awk '$1=="k8s.io/kubernetes"{sub(/^v/,"",$2); print $2}' "$repo/hack/envtest/go.mod")
-cache=${ENVTEST_CACHE:-$HOME/.local/share/kubebuilder-envtest}
-k8s_bin="$cache/k8s/${k8s_version}-linux-$(go env GOARCH)"
+# shellcheck source=common.sh
+source "$here/common.sh"
 label=dev.ratelimit.assembled-by=hack/cluster/images.sh
 
 log() { echo "images: $*" >&2; }

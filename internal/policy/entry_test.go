@@ -1,9 +1,7 @@
 package policy_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +11,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/golden"
 )
-
-// update rewrites the golden file: go test ./internal/policy -run EntriesFromTheAPI -args -update.
-var update = flag.Bool("update", false, "rewrite the golden file of the entries converted from the API")
 
 // TestEntriesFromTheAPIAreStable holds the one conversion from the API to the wire format
 // to testdata/entries-from-api.json: two policies setting every field of the API that
@@ -49,17 +45,5 @@ func TestEntriesFromTheAPIAreStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "entries-from-api.json")
-	if *update {
-		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(append(got, '\n'), want) {
-		t.Fatalf("the entries converted from the API changed:\n got %s\nwant %s", got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "entries-from-api.json"), got, "the entries converted from the API")
 }

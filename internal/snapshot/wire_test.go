@@ -3,17 +3,12 @@ package snapshot_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/golden"
 )
-
-// update rewrites the golden files from the documents below:
-// go test ./internal/snapshot -run Wire -args -update.
-var update = flag.Bool("update", false, "rewrite the wire format's golden files")
 
 // fullDocument is a snapshot document that sets every field the wire format has, once: the
 // contract with every sidecar in the field. Its sealed canonical form is
@@ -63,27 +58,14 @@ const fullDocument = `{
 // retyped field fails it: sidecars of every version read these bytes, so a change to them
 // needs a new schema version, not an edit of the golden file.
 func TestWireFormatIsStable(t *testing.T) {
-	golden := filepath.Join("testdata", "wire-v1.json")
+	path := filepath.Join("testdata", "wire-v1.json")
 	var s snapshot.Snapshot
 	dec := json.NewDecoder(bytes.NewReader([]byte(fullDocument)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		t.Fatalf("the full document has a field the wire format lacks: %v", err)
 	}
-	b := sealed(t, &s)
-	if *update {
-		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = bytes.TrimSuffix(want, []byte("\n"))
-	if !bytes.Equal(b, want) {
-		t.Fatalf("the wire format changed:\n got %s\nwant %s", b, want)
-	}
+	want := golden.Check(t, path, sealed(t, &s), "the wire format")
 	parsed, err := snapshot.Parse(want)
 	if err != nil {
 		t.Fatalf("parse the golden document: %v", err)
