@@ -5,7 +5,6 @@ package sidecartest
 
 import (
 	"encoding/base64"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -156,18 +155,6 @@ func StartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limite
 	e.SetLimiter(lim)
 	m.CountPipelines(e)
 	return &Rig{Redis: srv, Engine: e, Store: store, Reg: reg}
-}
-
-// ClosedAddr is a loopback address nothing listens on (until something does).
-func ClosedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // MetricValue sums the series of a counter or gauge whose labels include want; for a
