@@ -1,11 +1,11 @@
 // Package sidecartest is what the tests of the sidecar's packages share: valid policies for
 // the HTTP and the Envoy fronts, their snapshot documents, a Store holding them, an Engine on
-// a real redis-server, and reading its metrics. Only tests import it.
+// a real redis-server or on a closed port, reading its metrics, and recording and checking
+// its spans. Only tests import it.
 package sidecartest
 
 import (
 	"encoding/base64"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -193,39 +190,6 @@ func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
 func JWT(payload string) string {
 	enc := base64.RawURLEncoding.EncodeToString
 	return "Bearer " + enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(payload)) + ".sig"
-}
-
-// Spans are the spans named front among stubs, in the order they ended, and every span by
-// its parent's span id. It fails the test when any attribute of any span contains one of
-// secrets (identities, header values): no span may carry them.
-func Spans(t testing.TB, stubs tracetest.SpanStubs, front string, secrets ...string) ([]tracetest.SpanStub, map[trace.SpanID][]tracetest.SpanStub) {
-	t.Helper()
-	var fronts []tracetest.SpanStub
-	byParent := map[trace.SpanID][]tracetest.SpanStub{}
-	for _, s := range stubs {
-		if s.Name == front {
-			fronts = append(fronts, s)
-		}
-		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
-		for _, kv := range s.Attributes {
-			for _, secret := range secrets {
-				if strings.Contains(kv.Value.String(), secret) {
-					t.Errorf("span %s attribute %s holds %q", s.Name, kv.Key, secret)
-				}
-			}
-		}
-	}
-	return fronts, byParent
-}
-
-// Attr is the value of span s's attribute key as text, or "" when s has none.
-func Attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }
 
 // Logs collects the lines a Logger writes (up to 1000), for tests that read what a front
