@@ -19,7 +19,7 @@ func TestForwardAuthTracing(t *testing.T) {
 	url := front(t, rig.Engine, loopback) + "/v1/forward-auth"
 	const traceID, parentID, identity = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7", "alice-secret-key"
 	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
-		resp, _ := ask(t, http.MethodGet, url, caddy("/api/orders/secret-path", "X-API-Key", identity,
+		resp, _ := sidecartest.Send(t, http.MethodGet, url, caddy("/api/orders/secret-path", "X-API-Key", identity,
 			"Traceparent", "00-"+traceID+"-"+parentID+"-01")...)
 		if resp.StatusCode != want {
 			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
