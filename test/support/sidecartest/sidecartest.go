@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -152,38 +151,6 @@ func StartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limite
 	e.SetLimiter(lim)
 	m.CountPipelines(e)
 	return &Rig{Redis: srv, Engine: e, Store: store, Reg: reg}
-}
-
-// MetricValue sums the series of a counter or gauge whose labels include want; for a
-// histogram, its sample counts.
-func MetricValue(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m.GetLabel(), want) {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
-	n := 0
-	for _, l := range have {
-		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-			n++
-		}
-	}
-	return n == len(want)
 }
 
 // JWT is an Authorization value carrying an unsigned token whose payload is payload.
