@@ -49,14 +49,8 @@ func TestPipelineMetrics(t *testing.T) {
 // counter is the value of the unlabelled counter name in reg.
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
+	if series := sidecartest.Family(t, reg, name).GetMetric(); len(series) == 1 {
+		return series[0].GetCounter().GetValue()
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
@@ -83,16 +77,8 @@ func TestRedisErrorKindMetrics(t *testing.T) {
 		}
 	}
 	kinds := map[string]float64{}
-	mfs, err := rig.Reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "ratelimit_sidecar_redis_check_errors_total" {
-			for _, m := range mf.GetMetric() {
-				kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-			}
-		}
+	for _, m := range sidecartest.Family(t, rig.Reg, "ratelimit_sidecar_redis_check_errors_total").GetMetric() {
+		kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 	}
 	if kinds["call"] != 8 || kinds["node"] != 0 || kinds["circuit_open"] != 0 {
 		t.Errorf("ratelimit_sidecar_redis_check_errors_total by kind %v: want call 8, node 0, circuit_open 0", kinds)
@@ -195,7 +181,6 @@ func TestLeaseMetrics(t *testing.T) {
 	}
 }
 
-// seriesOf counts the series of name in reg.
 // labelsNever fails the test when any label value of any series in reg contains s.
 func labelsNever(t *testing.T, reg *prometheus.Registry, s string) {
 	t.Helper()
@@ -214,16 +199,8 @@ func labelsNever(t *testing.T, reg *prometheus.Registry, s string) {
 	}
 }
 
+// seriesOf counts the series of name in reg.
 func seriesOf(t *testing.T, reg *prometheus.Registry, name string) int {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return len(mf.GetMetric())
-		}
-	}
-	return 0
+	return len(sidecartest.Family(t, reg, name).GetMetric())
 }

@@ -9,7 +9,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -17,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
@@ -27,16 +24,8 @@ import (
 // with each failure mode, idempotency, a cost maximum, a Fixed identity and a Reject.
 func envoyFuzzServer(t testing.TB) *envoyrls.Service {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: sidecartest.ClosedAddr(t), ContextTimeoutEnabled: true,
-		DialTimeout: 5 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	lim, err := limiter.New(rdb, limiter.Options{Timeout: 5 * time.Millisecond, DenyCacheSize: 16})
-	if err != nil {
-		t.Fatalf("limiter: %v", err)
-	}
-	t.Cleanup(lim.Close)
 	maxCost := int64(5)
-	store := sidecartest.Store(t,
+	e := sidecartest.ClosedEngine(t,
 		sidecartest.EnvoyPolicy("closed", "/c", 5, time.Second),
 		sidecartest.EnvoyPolicy("open", "", 5, time.Second, func(s *v1alpha1.RateLimitPolicySpec) {
 			s.FailureMode = v1alpha1.FailureModeFailOpen
@@ -51,8 +40,6 @@ func envoyFuzzServer(t testing.TB) *envoyrls.Service {
 			s.Identity.Sources[0].Descriptor.Key = "k"
 		}),
 	)
-	e := &engine.Engine{Store: store}
-	e.SetLimiter(lim)
 	return &envoyrls.Service{Engine: e, Log: logr.Discard()}
 }
 

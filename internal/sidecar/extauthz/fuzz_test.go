@@ -10,15 +10,12 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
@@ -27,16 +24,8 @@ import (
 // failure mode, idempotency, a cost header, a ClientIP identity and a Reject.
 func fuzzService(t testing.TB) *extauthz.Service {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: sidecartest.ClosedAddr(t), ContextTimeoutEnabled: true,
-		DialTimeout: 5 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	lim, err := limiter.New(rdb, limiter.Options{Timeout: 5 * time.Millisecond, DenyCacheSize: 16})
-	if err != nil {
-		t.Fatalf("limiter: %v", err)
-	}
-	t.Cleanup(lim.Close)
 	maxCost := int64(5)
-	store := sidecartest.Store(t,
+	e := sidecartest.ClosedEngine(t,
 		sidecartest.Policy("closed", 5, func(s *v1alpha1.RateLimitPolicySpec) { s.FailureMode = v1alpha1.FailureModeFailClosed }),
 		sidecartest.Policy("open", 5, func(s *v1alpha1.RateLimitPolicySpec) {
 			s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/"}, Methods: []v1alpha1.HTTPMethod{"POST"}}}
@@ -51,8 +40,6 @@ func fuzzService(t testing.TB) *extauthz.Service {
 			s.Identity.OnMissing = v1alpha1.MissingIdentityReject
 		}),
 	)
-	e := &engine.Engine{Store: store}
-	e.SetLimiter(lim)
 	return extauthz.New(e, logr.Discard())
 }
 

@@ -44,7 +44,7 @@ func TestBurstThenDeny(t *testing.T) {
 func burstThenDeny(t *testing.T, p protocol, url string) {
 	t.Helper()
 	for i, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
-		resp, body := ask(t, method, url, p.describe("/api/orders/1?page=2", "X-API-Key", "alice")...)
+		resp, body := sidecartest.Send(t, method, url, p.describe("/api/orders/1?page=2", "X-API-Key", "alice")...)
 		if resp.StatusCode != http.StatusOK || body != "" {
 			t.Fatalf("request %d (%s): %d %q", i, method, resp.StatusCode, body)
 		}
@@ -53,7 +53,7 @@ func burstThenDeny(t *testing.T, p protocol, url string) {
 			t.Errorf("request %d headers: %v", i, resp.Header)
 		}
 	}
-	resp, body := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "alice")...)
+	resp, body := sidecartest.Send(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "alice")...)
 	if resp.StatusCode != p.deny {
 		t.Fatalf("fourth: %d %q, want %d", resp.StatusCode, body, p.deny)
 	}
@@ -61,10 +61,10 @@ func burstThenDeny(t *testing.T, p protocol, url string) {
 		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") || !strings.Contains(body, "rate limited by policy orders") {
 		t.Errorf("denial: %v %q", resp.Header, body)
 	}
-	if resp, _ := ask(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "bob")...); resp.StatusCode != http.StatusOK {
+	if resp, _ := sidecartest.Send(t, http.MethodGet, url, p.describe("/api/orders/1", "X-API-Key", "bob")...); resp.StatusCode != http.StatusOK {
 		t.Errorf("another caller: %d", resp.StatusCode)
 	}
-	if resp, _ := ask(t, http.MethodGet, url, p.describe("/elsewhere", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK ||
+	if resp, _ := sidecartest.Send(t, http.MethodGet, url, p.describe("/elsewhere", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK ||
 		resp.Header.Get("RateLimit") != "" {
 		t.Errorf("a path no policy matches: %d %v", resp.StatusCode, resp.Header)
 	}
@@ -78,17 +78,17 @@ func TestPathsNormalized(t *testing.T) {
 			rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("orders", 3))
 			url := front(t, rig.Engine, loopback) + p.path
 			for _, uri := range []string{"/api/orders/%2F..", "/api%2Forders"} {
-				if resp, body := ask(t, http.MethodGet, url, p.describe(uri, "X-API-Key", "alice")...); resp.StatusCode != http.StatusBadRequest ||
+				if resp, body := sidecartest.Send(t, http.MethodGet, url, p.describe(uri, "X-API-Key", "alice")...); resp.StatusCode != http.StatusBadRequest ||
 					!strings.Contains(body, "path") {
 					t.Errorf("%s: %d %q, want 400 naming the path", uri, resp.StatusCode, body)
 				}
 			}
 			for _, uri := range []string{"//api/orders", "/API/orders", "/api/./orders"} {
-				if resp, _ := ask(t, http.MethodGet, url, p.describe(uri, "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK {
+				if resp, _ := sidecartest.Send(t, http.MethodGet, url, p.describe(uri, "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK {
 					t.Errorf("%s: %d", uri, resp.StatusCode)
 				}
 			}
-			if resp, _ := ask(t, http.MethodGet, url, p.describe("/api/orders", "X-API-Key", "alice")...); resp.StatusCode != p.deny {
+			if resp, _ := sidecartest.Send(t, http.MethodGet, url, p.describe("/api/orders", "X-API-Key", "alice")...); resp.StatusCode != p.deny {
 				t.Errorf("fourth spelling of the same path: %d, want %d (one limit)", resp.StatusCode, p.deny)
 			}
 		})
@@ -105,7 +105,7 @@ func TestUntrustedPeerRefused(t *testing.T) {
 	for _, p := range protocols {
 		for _, url := range []string{direct + p.path, elsewhere + p.path, elsewhere + "/other"} {
 			for range 5 {
-				resp, body := ask(t, http.MethodGet, url, p.describe("/api/orders", "X-API-Key", "alice")...)
+				resp, body := sidecartest.Send(t, http.MethodGet, url, p.describe("/api/orders", "X-API-Key", "alice")...)
 				if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("RateLimit") != "" || !strings.Contains(body, "trusted") {
 					t.Fatalf("%s from an untrusted peer: %d %v %q, want 421", url, resp.StatusCode, resp.Header, body)
 				}
@@ -114,7 +114,7 @@ func TestUntrustedPeerRefused(t *testing.T) {
 	}
 	trusted := front(t, rig.Engine, loopback) + forwardauth.ForwardAuthPath
 	for i := range 3 {
-		if resp, _ := ask(t, http.MethodGet, trusted, caddy("/api/orders", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK {
+		if resp, _ := sidecartest.Send(t, http.MethodGet, trusted, caddy("/api/orders", "X-API-Key", "alice")...); resp.StatusCode != http.StatusOK {
 			t.Fatalf("trusted request %d after the refused ones: %d: something was debited", i, resp.StatusCode)
 		}
 	}
@@ -156,12 +156,12 @@ func TestBadAuthRequests(t *testing.T) {
 		{ar, nginx("/api/orders", "X-API-Key", "alice", "X-API-Key", "bob"), "X-Api-Key"},
 	}
 	for _, c := range cases {
-		resp, body := ask(t, http.MethodGet, c.url, c.header...)
+		resp, body := sidecartest.Send(t, http.MethodGet, c.url, c.header...)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(strings.ToLower(body), strings.ToLower(c.want)) {
 			t.Errorf("%v: %d %q, want 400 naming %q", c.header, resp.StatusCode, body, c.want)
 		}
 	}
-	if resp, _ := ask(t, http.MethodGet, fa, caddy("/api/orders", key...)...); resp.StatusCode != http.StatusOK {
+	if resp, _ := sidecartest.Send(t, http.MethodGet, fa, caddy("/api/orders", key...)...); resp.StatusCode != http.StatusOK {
 		t.Errorf("after the refused requests: %d: something was debited", resp.StatusCode)
 	}
 }
@@ -171,7 +171,7 @@ func TestAuthRequestURLForms(t *testing.T) {
 	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("orders", 1, onPaths))
 	url := front(t, rig.Engine, loopback) + forwardauth.AuthRequestPath
 	for i, u := range []string{"HTTPS://shop.example:8443?x=1", "http://shop.example"} {
-		resp, body := ask(t, http.MethodGet, url, "X-Original-URL", u, "X-Original-Method", "GET", "X-Forwarded-For", "203.0.113.7",
+		resp, body := sidecartest.Send(t, http.MethodGet, url, "X-Original-URL", u, "X-Original-Method", "GET", "X-Forwarded-For", "203.0.113.7",
 			"X-API-Key", "k")
 		if want := []int{200, 403}[i]; resp.StatusCode != want {
 			t.Errorf("%s: %d %q, want %d", u, resp.StatusCode, body, want)
@@ -184,7 +184,7 @@ func TestNoSnapshot(t *testing.T) {
 	e := &engine.Engine{Store: &engine.Store{Namespace: sidecartest.Namespace}}
 	base := front(t, e, loopback)
 	for _, p := range protocols {
-		if resp, _ := ask(t, http.MethodGet, base+p.path, p.describe("/api/orders")...); resp.StatusCode != http.StatusServiceUnavailable {
+		if resp, _ := sidecartest.Send(t, http.MethodGet, base+p.path, p.describe("/api/orders")...); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("%s: %d, want 503", p.name, resp.StatusCode)
 		}
 	}
@@ -202,10 +202,10 @@ func TestRedisDownFailureModes(t *testing.T) {
 	base := front(t, rig.Engine, loopback)
 	rig.Redis.Kill()
 	for _, p := range protocols {
-		if resp, _ := ask(t, http.MethodGet, base+p.path, p.describe("/api/open", "X-API-Key", "a")...); resp.StatusCode != http.StatusOK {
+		if resp, _ := sidecartest.Send(t, http.MethodGet, base+p.path, p.describe("/api/open", "X-API-Key", "a")...); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s FailOpen: %d", p.name, resp.StatusCode)
 		}
-		resp, body := ask(t, http.MethodGet, base+p.path, p.describe("/api/closed", "X-API-Key", "a")...)
+		resp, body := sidecartest.Send(t, http.MethodGet, base+p.path, p.describe("/api/closed", "X-API-Key", "a")...)
 		if resp.StatusCode != p.deny || !strings.Contains(body, "Redis is unavailable") {
 			t.Errorf("%s FailClosed: %d %q, want %d", p.name, resp.StatusCode, body, p.deny)
 		}
@@ -227,12 +227,12 @@ func TestRoutedHostIsJudged(t *testing.T) {
 	url := front(t, rig.Engine, loopback) + forwardauth.AuthRequestPath
 	forged := []string{"X-Original-URL", "http://elsewhere.example/api", "X-Original-Method", "GET", "X-Forwarded-For", "203.0.113.7", "X-API-Key", "k"}
 	for i, want := range []int{http.StatusOK, http.StatusForbidden} {
-		if resp, body := ask(t, http.MethodGet, url+"?host=shop.example", forged...); resp.StatusCode != want {
+		if resp, body := sidecartest.Send(t, http.MethodGet, url+"?host=shop.example", forged...); resp.StatusCode != want {
 			t.Errorf("request %d routed to shop.example with Host elsewhere.example: %d %q, want %d", i, resp.StatusCode, body, want)
 		}
 	}
 	for _, q := range []string{"?host=", "?host=shop.example&host=elsewhere.example", "?host=shop.example..", "?host=shop%2eexample"} {
-		if resp, body := ask(t, http.MethodGet, url+q, forged...); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "host") {
+		if resp, body := sidecartest.Send(t, http.MethodGet, url+q, forged...); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "host") {
 			t.Errorf("%s: %d %q, want 400 naming the host", q, resp.StatusCode, body)
 		}
 	}

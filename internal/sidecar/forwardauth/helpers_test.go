@@ -1,8 +1,6 @@
 package forwardauth_test
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
@@ -22,28 +20,6 @@ func front(t *testing.T, e *engine.Engine, trusted []netip.Prefix) string {
 	srv := httptest.NewServer(forwardauth.NewHandler(e, trusted, logr.Discard()))
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-// ask sends one auth request (method, url) with header pairs; a name may repeat.
-func ask(t *testing.T, method, url string, header ...string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < len(header); i += 2 {
-		req.Header.Add(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(body)
 }
 
 // caddy is what Caddy's forward_auth sends for a client's GET of uri on host "shop.example"

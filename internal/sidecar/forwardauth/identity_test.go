@@ -37,7 +37,7 @@ func TestXForwardedForMapsToPeer(t *testing.T) {
 				var got []int
 				for _, xff := range []string{"198.51.100.1, 203.0.113.7", "198.51.100.2, 203.0.113.7", "198.51.100.1, 203.0.113.7",
 					"198.51.100.1, 203.0.113.8"} {
-					resp, _ := ask(t, http.MethodGet, url, append(dropFirst(p.describe("/x"), "X-Forwarded-For"), "X-Forwarded-For", xff)...)
+					resp, _ := sidecartest.Send(t, http.MethodGet, url, append(dropFirst(p.describe("/x"), "X-Forwarded-For"), "X-Forwarded-For", xff)...)
 					got = append(got, resp.StatusCode)
 				}
 				if fmt.Sprint(got) != fmt.Sprint(c.want) {
@@ -61,17 +61,17 @@ func TestProxyHeadersAreNotTheRequests(t *testing.T) {
 		rig := sidecartest.Start(t, limiter.Options{}, reject(header))
 		base := front(t, rig.Engine, loopback)
 		for _, p := range protocols {
-			if resp, body := ask(t, http.MethodGet, base+p.path, p.describe("/x")...); resp.StatusCode != p.deny {
+			if resp, body := sidecartest.Send(t, http.MethodGet, base+p.path, p.describe("/x")...); resp.StatusCode != p.deny {
 				t.Errorf("%s, identity from %s: %d %q, want %d (no identity)", p.name, header, resp.StatusCode, body, p.deny)
 			}
 		}
 	}
 	rig := sidecartest.Start(t, limiter.Options{}, reject("X-Tenant"))
 	url := front(t, rig.Engine, loopback) + forwardauth.ForwardAuthPath
-	if resp, _ := ask(t, http.MethodGet, url, caddy("/x", "X-Tenant", "t1")...); resp.StatusCode != http.StatusOK {
+	if resp, _ := sidecartest.Send(t, http.MethodGet, url, caddy("/x", "X-Tenant", "t1")...); resp.StatusCode != http.StatusOK {
 		t.Errorf("identity from the request's own header: %d", resp.StatusCode)
 	}
-	if resp, _ := ask(t, http.MethodGet, url, caddy("/x", "X-Tenant", "t1", "Connection", "X-Tenant")...); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := sidecartest.Send(t, http.MethodGet, url, caddy("/x", "X-Tenant", "t1", "Connection", "X-Tenant")...); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("identity from a header Connection names (hop-by-hop): %d, want 429 (no identity)", resp.StatusCode)
 	}
 }
@@ -85,7 +85,7 @@ func TestIdempotencyFingerprintIsTheOriginalRequest(t *testing.T) {
 			url := front(t, rig.Engine, loopback) + p.path
 			admitted := 0
 			for i := range 12 {
-				if resp, _ := ask(t, http.MethodGet, url, p.describe(fmt.Sprintf("/pay/%d", i), "X-API-Key", "alice", "Idempotency-Key", "k")...); resp.StatusCode == http.StatusOK {
+				if resp, _ := sidecartest.Send(t, http.MethodGet, url, p.describe(fmt.Sprintf("/pay/%d", i), "X-API-Key", "alice", "Idempotency-Key", "k")...); resp.StatusCode == http.StatusOK {
 					admitted++
 				}
 			}
@@ -94,13 +94,13 @@ func TestIdempotencyFingerprintIsTheOriginalRequest(t *testing.T) {
 			}
 			rig = sidecartest.Start(t, limiter.Options{}, sidecartest.IdempotentPolicy("pay", 1))
 			url = front(t, rig.Engine, loopback) + p.path
-			first, _ := ask(t, http.MethodGet, url, p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k")...)
-			replay, _ := ask(t, http.MethodGet, url, p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k")...)
+			first, _ := sidecartest.Send(t, http.MethodGet, url, p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k")...)
+			replay, _ := sidecartest.Send(t, http.MethodGet, url, p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k")...)
 			other := append(p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k"), "X-Forwarded-Method", "DELETE", "X-Original-Method", "DELETE")
 			other = dropFirst(dropFirst(other, "X-Forwarded-Method"), "X-Original-Method")
-			method, _ := ask(t, http.MethodGet, url, other...)
+			method, _ := sidecartest.Send(t, http.MethodGet, url, other...)
 			host := replaceHost(p.describe("/pay", "X-API-Key", "bob", "Idempotency-Key", "k"))
-			onHost, _ := ask(t, http.MethodGet, url, host...)
+			onHost, _ := sidecartest.Send(t, http.MethodGet, url, host...)
 			if first.StatusCode != 200 || replay.StatusCode != 200 || method.StatusCode != p.deny || onHost.StatusCode != p.deny {
 				t.Errorf("first %d, replay %d, other method %d, other host %d; want 200 200 %d %d",
 					first.StatusCode, replay.StatusCode, method.StatusCode, onHost.StatusCode, p.deny, p.deny)

@@ -51,32 +51,30 @@ func (n *normalizer) writeEscape(s string, i int) error {
 		return ErrBadEscape
 	}
 	b := unhex(s[i+1])<<4 | unhex(s[i+2])
-	switch {
-	case b == '/':
+	if b == '/' {
 		return ErrEncodedSlash
-	case b == '\\':
-		return ErrBackslash
-	case isControl(b):
-		return ErrControl
-	case isUnreserved(b):
-		n.out = append(n.out, b)
-	default:
-		n.out = append(n.out, '%', upperHex[b>>4], upperHex[b&15])
 	}
-	return nil
+	return n.write(b, isUnreserved(b))
 }
 
 // writeRaw writes a byte that arrived unencoded: as is when a path may hold it raw, else
 // percent-encoded.
 func (n *normalizer) writeRaw(c byte) error {
+	if c == '?' || c == '#' {
+		return ErrQueryOrFragment
+	}
+	return n.write(c, isPathChar(c))
+}
+
+// write writes c, raw or decoded from an escape: as is when plain, else percent-encoded with
+// upper-case hex. A backslash or a control byte is refused however it arrived.
+func (n *normalizer) write(c byte, plain bool) error {
 	switch {
 	case c == '\\':
 		return ErrBackslash
 	case isControl(c):
 		return ErrControl
-	case c == '?' || c == '#':
-		return ErrQueryOrFragment
-	case isPathChar(c):
+	case plain:
 		n.out = append(n.out, c)
 	default:
 		n.out = append(n.out, '%', upperHex[c>>4], upperHex[c&15])

@@ -53,25 +53,10 @@ func newProxyRig(t *testing.T, rig *sidecartest.Rig) *proxyRig {
 	return p
 }
 
+// get sends a GET of path through the proxy with header pairs.
 func (p *proxyRig) get(t *testing.T, path string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, p.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(body)
+	return sidecartest.Send(t, http.MethodGet, p.url+path, header...)
 }
 
 func TestProxyBurstThenDeny(t *testing.T) {

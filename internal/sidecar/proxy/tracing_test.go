@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -29,19 +28,6 @@ const (
 	otherHeader    = "some-header-value-42"
 	idempotencyKey = "req-id-77"
 )
-
-// traceRecorder turns tracing on with an in-memory exporter for the test's duration.
-func traceRecorder(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	restore := tracing.Use(tp)
-	t.Cleanup(func() {
-		restore()
-		_ = tp.Shutdown(t.Context())
-	})
-	return exp
-}
 
 // tracedGet sends a request carrying the caller's trace context, identity and other headers.
 func tracedGet(t *testing.T, p *proxyRig, path string) *http.Response {
@@ -145,7 +131,7 @@ func checkNoSecrets(t *testing.T, stubs tracetest.SpanStubs) {
 // proxy span's traceparent, a denial is result=denied (then DenyCache, without a Redis span),
 // and no span records the identity or any header.
 func TestProxyTracing(t *testing.T) {
-	exp := traceRecorder(t)
+	exp := sidecartest.Tracing(t)
 	rig := sidecartest.Start(t, limiter.Options{DenyCacheSize: 100}, sidecartest.Policy("orders", 2))
 	p := newProxyRig(t, rig)
 	statuses := []int{200, 200, 429, 429}
@@ -236,7 +222,7 @@ func checkDenied(t *testing.T, denied, cached requestSpans) {
 // TestProxyTracingWithoutRedis: with Redis gone, the failure mode decides: source FailOpen or
 // FailClosed, an error status naming only the kind of error, and no Redis span.
 func TestProxyTracingWithoutRedis(t *testing.T) {
-	exp := traceRecorder(t)
+	exp := sidecartest.Tracing(t)
 	closed := func(s *v1alpha1.RateLimitPolicySpec) {
 		s.Match.HTTP[0].PathPrefixes = []string{"/api/closed"}
 		s.FailureMode = v1alpha1.FailureModeFailClosed

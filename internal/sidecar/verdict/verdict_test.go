@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
@@ -20,8 +18,7 @@ import (
 // TestVerdicts: each way a front request ends is one verdict of its kind and status, and
 // its result and policy count on the front's span.
 func TestVerdicts(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	t.Cleanup(tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))))
+	exp := sidecartest.Tracing(t)
 	e := denyingEngine(t)
 	rule := e.Store.Current().Rule("api")
 	f := &verdict.Front{Name: "test", Engine: e, Log: logr.Discard()}

@@ -1,23 +1,18 @@
 // Package sidecartest is what the tests of the sidecar's packages share: valid policies for
 // the HTTP and the Envoy fronts, their snapshot documents, a Store holding them, an Engine on
-// a real redis-server, and reading its metrics. Only tests import it.
+// a real redis-server or on a closed port, reading its metrics, and recording and checking
+// its spans. Only tests import it.
 package sidecartest
 
 import (
 	"encoding/base64"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -158,87 +153,10 @@ func StartOn(t testing.TB, srv *redistest.Server, rdb *redis.Client, opts limite
 	return &Rig{Redis: srv, Engine: e, Store: store, Reg: reg}
 }
 
-// ClosedAddr is a loopback address nothing listens on (until something does).
-func ClosedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
-// MetricValue sums the series of a counter or gauge whose labels include want; for a
-// histogram, its sample counts.
-func MetricValue(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m.GetLabel(), want) {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
-	n := 0
-	for _, l := range have {
-		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-			n++
-		}
-	}
-	return n == len(want)
-}
-
 // JWT is an Authorization value carrying an unsigned token whose payload is payload.
 func JWT(payload string) string {
 	enc := base64.RawURLEncoding.EncodeToString
 	return "Bearer " + enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(payload)) + ".sig"
-}
-
-// Spans are the spans named front among stubs, in the order they ended, and every span by
-// its parent's span id. It fails the test when any attribute of any span contains one of
-// secrets (identities, header values): no span may carry them.
-func Spans(t testing.TB, stubs tracetest.SpanStubs, front string, secrets ...string) ([]tracetest.SpanStub, map[trace.SpanID][]tracetest.SpanStub) {
-	t.Helper()
-	var fronts []tracetest.SpanStub
-	byParent := map[trace.SpanID][]tracetest.SpanStub{}
-	for _, s := range stubs {
-		if s.Name == front {
-			fronts = append(fronts, s)
-		}
-		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
-		for _, kv := range s.Attributes {
-			for _, secret := range secrets {
-				if strings.Contains(kv.Value.String(), secret) {
-					t.Errorf("span %s attribute %s holds %q", s.Name, kv.Key, secret)
-				}
-			}
-		}
-	}
-	return fronts, byParent
-}
-
-// Attr is the value of span s's attribute key as text, or "" when s has none.
-func Attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }
 
 // Logs collects the lines a Logger writes (up to 1000), for tests that read what a front
