@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -67,12 +68,8 @@ func newClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
 	return c
 }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx bounds a test's calls to Redis.
+func testCtx(t *testing.T) context.Context { return wait.Context(t, 30*time.Second) }
 
 // checkAlgorithm runs a limiter check as the operator's sidecars do (limitercheck.Algorithm).
 func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
