@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
@@ -55,13 +54,9 @@ func TestTenantSelect(t *testing.T) {
 	if err := u.Ensure(ctx, user); err != nil {
 		t.Fatal(err)
 	}
-	o := redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: 1,
-		CredentialsPath: redistest.CredentialsDir(t, user.Name, p)}
-	c, err := redisconn.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	o := options(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p)
+	o.DB = 1
+	c, _ := redisclient.Connect(t, o)
 	if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "select") {
 		t.Fatalf("database 1 without SELECT: %v; want SELECT refused", err)
 	}
@@ -87,7 +82,7 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	if err := memoryWork(ctx, u.Nodes); err != nil {
 		errs = append(errs, err)
 	}
-	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
+	if err := loadFunctions(ctx, admin); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
 	user := redisacl.User{Name: prefix + "work", PasswordHashes: []string{redisacl.HashPassword("p")},

@@ -15,7 +15,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -36,19 +38,21 @@ func adminConf(t testing.TB, edit func([]string) []string) redistest.Option {
 	})
 }
 
-// client is a redisconn client (as the manager and the sidecars build theirs) reaching
-// addrs in mode as user; closed when the test ends.
-func client(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redis.UniversalClient {
+// options are a redisconn client's (as the manager and the sidecars build theirs) reaching
+// addrs in mode as user.
+func options(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redisconn.Options {
 	t.Helper()
 	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: redistest.CredentialsDir(t, user, password)}
 	if mode == redisconn.ModeSentinel {
 		o.MasterName = masterName
 	}
-	c, err := redisconn.NewClient(o)
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	return o
+}
+
+// client is a redisconn client reaching addrs in mode as user; closed when the test ends.
+func client(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redis.UniversalClient {
+	t.Helper()
+	c, _ := redisclient.Connect(t, options(t, mode, addrs, user, password))
 	return c
 }
 
@@ -69,32 +73,11 @@ func standaloneAdmin(t *testing.T) (*redistest.Server, *redisacl.Users) {
 	return srv, u
 }
 
-// asUser is adminUsers as any user.
+// asUser is adminUsers as any user: the nodes are those the manager finds (redisacl.NodesOf).
 func asUser(t testing.TB, mode redisconn.Mode, addrs []string, user, pass string) (*redisacl.Users, redis.UniversalClient) {
 	t.Helper()
-	c := client(t, mode, addrs, user, pass)
-	return &redisacl.Users{Nodes: nodesOf(t, c, mode, addrs, user, pass), Prefix: prefix}, c
-}
-
-// nodesOf are the nodes reached with c, as the manager finds them.
-func nodesOf(t testing.TB, c redis.UniversalClient, mode redisconn.Mode, addrs []string, user, pass string) redisacl.Nodes {
-	t.Helper()
-	if mode == redisconn.ModeStandalone {
-		return redisacl.ServerNodes(c.(*redis.Client))
-	}
-	o := redisconn.Options{Mode: mode, Addrs: addrs, MasterName: masterName, CredentialsPath: redistest.CredentialsDir(t, user, pass)}
-	opts, err := o.NodeOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode == redisconn.ModeCluster {
-		n := &redisacl.ClusterNodes{Cluster: c.(*redis.ClusterClient), Options: opts}
-		t.Cleanup(func() { _ = n.Close() })
-		return n
-	}
-	n := &redisacl.SentinelNodes{Sentinels: addrs, MasterName: masterName, Options: opts}
-	t.Cleanup(func() { _ = n.Close() })
-	return n
+	c, nodes := redisclient.Connect(t, options(t, mode, addrs, user, pass))
+	return &redisacl.Users{Nodes: nodes, Prefix: prefix}, c
 }
 
 // tenant is namespace ns's user accepting the passwords, as the operator builds it.
@@ -121,12 +104,8 @@ func password(t testing.TB) string {
 	return p
 }
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx bounds a test's calls to Redis.
+func testCtx(t testing.TB) context.Context { return wait.Context(t, 2*time.Minute) }
 
 // policyWithKeys is a one-request-per-hour policy of ns, idempotent, with the state and
 // idempotency keys under tag, calling its script as a function (as a namespace's sidecar).

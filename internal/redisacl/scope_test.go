@@ -20,9 +20,7 @@ import (
 // client per namespace (as its sidecars build it from their Secret).
 func startTenants(t *testing.T) (srv *redistest.Server, shop, bank redis.UniversalClient) {
 	t.Helper()
-	redistest.RequireRedis(t)
-	srv = redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	shopPass, bankPass := password(t), password(t)
 	for ns, p := range map[string]string{"shop": shopPass, "bank": bankPass} {
