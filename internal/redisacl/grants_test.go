@@ -32,9 +32,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 		user, p := tenant(t, ns, false), password(t)
 		user.PasswordHashes = []string{redisacl.HashPassword(p)}
 		user.Commands = slices.DeleteFunc(slices.Clone(user.Commands), func(c string) bool { return c == cmd })
-		if err := u.Ensure(ctx, user); err != nil {
-			t.Fatal(err)
-		}
+		ensure(ctx, t, u, user)
 		resetACLLog(ctx, t, srv)
 		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, srv.Client(), srv)
 		if log := redistest.ACLRefusals(ctx, t, "", srv); !slices.Contains(log, "command:"+cmd) {
@@ -51,9 +49,7 @@ func TestTenantSelect(t *testing.T) {
 	ctx := testCtx(t)
 	p := password(t)
 	user := tenant(t, "db1", false, p)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, user)
 	o := options(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p)
 	o.DB = 1
 	c, _ := redisclient.Connect(t, o)
@@ -61,9 +57,7 @@ func TestTenantSelect(t *testing.T) {
 		t.Fatalf("database 1 without SELECT: %v; want SELECT refused", err)
 	}
 	user.Commands = redisacl.TenantCommands(false, 1, false)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, user)
 	if errs := exercise(ctx, c, "db1", srv.Client(), srv); len(errs) > 0 {
 		t.Fatalf("database 1 with TenantCommands(false, 1, false): %v", errors.Join(errs...))
 	}
@@ -230,9 +224,7 @@ func TestTenantAllowEvalSHA(t *testing.T) {
 	p := password(t)
 	user := tenant(t, "upgrading", false, p)
 	user.Commands = redisacl.TenantCommands(false, 0, true)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, user)
 	if err := loadFunctions(ctx, srv.Client()); err != nil { // the manager preloads the scripts too
 		t.Fatal(err)
 	}

@@ -80,6 +80,14 @@ func asUser(t testing.TB, mode redisconn.Mode, addrs []string, user, pass string
 	return &redisacl.Users{Nodes: nodes, Prefix: prefix}, c
 }
 
+// ensure sets user on every node u reaches (Users.Ensure), failing the test if it cannot.
+func ensure(ctx context.Context, t testing.TB, u *redisacl.Users, user redisacl.User) {
+	t.Helper()
+	if err := u.Ensure(ctx, user); err != nil {
+		t.Fatalf("Ensure %s: %v", user.Name, err)
+	}
+}
+
 // tenant is namespace ns's user accepting the passwords, as the operator builds it.
 func tenant(t testing.TB, ns string, cluster bool, passwords ...string) redisacl.User {
 	t.Helper()

@@ -24,9 +24,7 @@ func startTenants(t *testing.T) (srv *redistest.Server, shop, bank redis.Univers
 	ctx := testCtx(t)
 	shopPass, bankPass := password(t), password(t)
 	for ns, p := range map[string]string{"shop": shopPass, "bank": bankPass} {
-		if err := u.Ensure(ctx, tenant(t, ns, false, p)); err != nil {
-			t.Fatalf("Ensure %s as %s: %v", ns, adminUser, err)
-		}
+		ensure(ctx, t, u, tenant(t, ns, false, p))
 	}
 	if err := loadFunctions(ctx, srv.Client()); err != nil {
 		t.Fatal(err)

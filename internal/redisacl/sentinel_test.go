@@ -26,9 +26,7 @@ func TestSentinelUsers(t *testing.T) {
 	ctx := testCtx(t)
 	pa := password(t)
 	a := tenant(t, "a", false, pa)
-	if err := u.Ensure(ctx, a); err != nil {
-		t.Fatalf("Ensure through the Sentinel: %v", err)
-	}
+	ensure(ctx, t, u, a)
 	nodes := []*redistest.Server{primary, replica}
 	if got := holders(ctx, t, nodes, a); len(got) != 2 {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
