@@ -91,15 +91,7 @@ func ensure(ctx context.Context, t testing.TB, u *redisacl.Users, user redisacl.
 // tenant is namespace ns's user accepting the passwords, as the operator builds it.
 func tenant(t testing.TB, ns string, cluster bool, passwords ...string) redisacl.User {
 	t.Helper()
-	pattern, err := redisacl.KeyPattern("", ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := redisacl.User{Name: prefix + ns, KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(cluster, 0, false)}
-	for _, p := range passwords {
-		u.PasswordHashes = append(u.PasswordHashes, redisacl.HashPassword(p))
-	}
-	return u
+	return redisclient.Tenant(t, prefix, ns, cluster, passwords...)
 }
 
 // password is a fresh generated password.
