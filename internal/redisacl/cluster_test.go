@@ -203,26 +203,11 @@ func untilRedis(ctx context.Context, l *limiter.Limiter, p *limiter.Policy, id s
 }
 
 // waitRepaired runs Repair until every node holds the users as wanted (a restarted node
-// rejoins the slot map within a few seconds), bounded.
+// rejoins the slot map within a few seconds), bounded, and checks Repair set them again on
+// the two restarted nodes.
 func waitRepaired(ctx context.Context, t *testing.T, cl *redistest.Cluster, u *redisacl.Users, want ...redisacl.User) {
 	t.Helper()
-	applied := 0
-	if err := wait.Poll(30*time.Second, 200*time.Millisecond, func() error {
-		res, _ := u.Repair(ctx) // a node still joining fails the round: retried
-		applied += res.Applied
-		var last []string
-		for _, user := range want {
-			if got := holders(ctx, t, cl.Nodes(), user); len(got) != len(cl.Nodes()) {
-				last = append(last, fmt.Sprintf("%s on %v", user.Name, got))
-			}
-		}
-		if len(last) > 0 {
-			return fmt.Errorf("%v", last)
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("not repaired: %v", err)
-	}
+	applied := repairUntilHeld(ctx, t, u, cl.Nodes(), 30*time.Second, want...)
 	t.Logf("Repair set %d users again on the restarted nodes", applied)
 	if applied < 2*len(want) {
 		t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))

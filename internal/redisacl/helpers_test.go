@@ -2,6 +2,7 @@ package redisacl_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -180,6 +181,31 @@ func holders(ctx context.Context, t testing.TB, nodes []*redistest.Server, want 
 		}
 	}
 	return out
+}
+
+// repairUntilHeld runs Repair every 200 ms until every one of nodes holds the wanted users,
+// failing the test after within; it returns how many users Repair set meanwhile. A round
+// that fails (a node still joining, or listed down) is retried.
+func repairUntilHeld(ctx context.Context, t testing.TB, u *redisacl.Users, nodes []*redistest.Server, within time.Duration, want ...redisacl.User) int {
+	t.Helper()
+	applied := 0
+	if err := wait.Poll(within, 200*time.Millisecond, func() error {
+		res, _ := u.Repair(ctx)
+		applied += res.Applied
+		var missing []string
+		for _, user := range want {
+			if got := holders(ctx, t, nodes, user); len(got) != len(nodes) {
+				missing = append(missing, fmt.Sprintf("%s on %v", user.Name, got))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%v", missing)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("users not on every node: %v", err)
+	}
+	return applied
 }
 
 // refusedByACL reports whether err is Redis refusing a command or key by ACL: NOPERM for a
