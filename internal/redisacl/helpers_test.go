@@ -89,6 +89,18 @@ func ensure(ctx context.Context, t testing.TB, u *redisacl.Users, user redisacl.
 	}
 }
 
+// tenants sets the standalone users of the namespaces through u, each with a fresh
+// password, and returns the passwords by namespace.
+func tenants(ctx context.Context, t testing.TB, u *redisacl.Users, namespaces ...string) map[string]string {
+	t.Helper()
+	pass := map[string]string{}
+	for _, ns := range namespaces {
+		pass[ns] = password(t)
+		ensure(ctx, t, u, tenant(t, ns, false, pass[ns]))
+	}
+	return pass
+}
+
 // tenant is namespace ns's user accepting the passwords, as the operator builds it.
 func tenant(t testing.TB, ns string, cluster bool, passwords ...string) redisacl.User {
 	t.Helper()

@@ -22,15 +22,12 @@ func startTenants(t *testing.T) (srv *redistest.Server, shop, bank redis.Univers
 	t.Helper()
 	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
-	shopPass, bankPass := password(t), password(t)
-	for ns, p := range map[string]string{"shop": shopPass, "bank": bankPass} {
-		ensure(ctx, t, u, tenant(t, ns, false, p))
-	}
+	pass := tenants(ctx, t, u, "shop", "bank")
 	if err := loadFunctions(ctx, srv.Client()); err != nil {
 		t.Fatal(err)
 	}
-	shop = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"shop", shopPass)
-	bank = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"bank", bankPass)
+	shop = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"shop", pass["shop"])
+	bank = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"bank", pass["bank"])
 	return srv, shop, bank
 }
 
