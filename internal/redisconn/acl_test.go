@@ -100,14 +100,20 @@ func aclDenials(ctx context.Context, t *testing.T, nodes ...*redistest.Server) [
 }
 
 // startACLServer starts a redis-server that includes acl.conf (rules edited by edit) and
-// returns it with a client for the ratelimit user built from a basic-auth Secret.
+// returns it with a client of database db for the ratelimit user (userClient).
 func startACLServer(t *testing.T, db int, edit func([]string) []string) (*redistest.Server, redis.UniversalClient) {
 	t.Helper()
 	redistest.RequireRedis(t)
 	srv := redistest.StartServer(t, aclConf(t, edit))
-	c := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db,
-		CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
-	return srv, c
+	return srv, userClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db})
+}
+
+// userClient is newClient as acl.conf's ratelimit user, its credentials read from a
+// basic-auth Secret (with the trailing newlines a hand-made Secret often has).
+func userClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
+	t.Helper()
+	o.CredentialsPath = redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")
+	return newClient(t, o)
 }
 
 // TestACLStandalone runs everything the operator does against a real redis-server as the
@@ -274,7 +280,7 @@ func TestACLCluster(t *testing.T) {
 			}
 			redistest.RequireRedis(t)
 			cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(aclConf(t, edit)))
-			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
+			c := userClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1]})
 			ctx := testCtx(t)
 			errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...))
 			denied := aclDenials(ctx, t, cl.Nodes()...)
