@@ -71,6 +71,17 @@ func newClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
 // testCtx bounds a test's calls to Redis.
 func testCtx(t *testing.T) context.Context { return wait.Context(t, 30*time.Second) }
 
+// newLimiter is a limiter over c, as a sidecar builds one, closed when the test ends.
+func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
+	t.Helper()
+	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
 // checkAlgorithm runs a limiter check as the operator's sidecars do (limitercheck.Algorithm).
 func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
 	return limitercheck.Algorithm(ctx, l, "acl", alg, limiter.FailOpen)
@@ -246,11 +257,7 @@ func TestACLNarrowKeyPattern(t *testing.T) {
 	if errs := exercise(ctx, c, redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("default key layout under ~{rl:*: %v", errors.Join(errs...))
 	}
-	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newLimiter(t, c)
 	p, err := limiter.NewPolicy(limiter.Spec{Namespace: "acl", Name: "outside", Algorithm: limiter.FixedWindow,
 		Limits: []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}}, StateKey: "{other:${identity}}:${limit}",
 		TTL: 2 * time.Hour, FailureMode: limiter.FailClosed})

@@ -142,12 +142,7 @@ func pingErr(t *testing.T, c redis.UniversalClient) error {
 // decidedByRedis runs one limiter check over c and fails unless Redis decided it.
 func decidedByRedis(t *testing.T, c redis.UniversalClient) {
 	t.Helper()
-	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := checkAlgorithm(testCtx(t), l, limiter.GCRA); err != nil {
+	if err := checkAlgorithm(testCtx(t), newLimiter(t, c), limiter.GCRA); err != nil {
 		t.Fatalf("limiter over TLS: %v", err)
 	}
 }
