@@ -36,9 +36,7 @@ func TestClusterUsers(t *testing.T) {
 	pa, pb := password(t), password(t)
 	a, b := tenant(t, "a", true, pa), tenant(t, "b", true, pb)
 	for _, user := range []redisacl.User{a, b} {
-		if err := u.Ensure(ctx, user); err != nil {
-			t.Fatalf("Ensure %s: %v", user.Name, err)
-		}
+		ensure(ctx, t, u, user)
 		if got := holders(ctx, t, cl.Nodes(), user); len(got) != len(cl.Nodes()) {
 			t.Fatalf("%s is on %v; want every one of the %d nodes", user.Name, got, len(cl.Nodes()))
 		}
@@ -84,9 +82,7 @@ func checkClusterGrants(ctx context.Context, t *testing.T, cl *redistest.Cluster
 		p := password(t)
 		user := tenant(t, ns, true, p)
 		user.Commands = slices.DeleteFunc(slices.Clone(user.Commands), func(c string) bool { return c == cmd })
-		if err := u.Ensure(ctx, user); err != nil {
-			t.Fatal(err)
-		}
+		ensure(ctx, t, u, user)
 		resetACLLog(ctx, t, cl.Nodes()...)
 		c := client(t, redisconn.ModeCluster, cl.Addrs()[:1], user.Name, p)
 		errs := exercise(ctx, c, ns, cl.Client(), cl.Primaries()...)
@@ -156,9 +152,7 @@ func checkFailover(ctx context.Context, t *testing.T, cl *redistest.Cluster, a r
 	}
 	pc := password(t)
 	c := tenant(t, "c", true, pc)
-	if err := (&redisacl.Users{Nodes: only, Prefix: prefix}).Ensure(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, &redisacl.Users{Nodes: only, Prefix: prefix}, c)
 	la := newLimiter(t, client(t, redisconn.ModeCluster, cl.Addrs()[1:2], a.Name, pa))
 	lc := newLimiter(t, client(t, redisconn.ModeCluster, cl.Addrs()[1:2], c.Name, pc))
 	pol := map[string]*limiter.Policy{"a": roomyPolicy(t, "a"), "c": roomyPolicy(t, "c")}
@@ -209,26 +203,11 @@ func untilRedis(ctx context.Context, l *limiter.Limiter, p *limiter.Policy, id s
 }
 
 // waitRepaired runs Repair until every node holds the users as wanted (a restarted node
-// rejoins the slot map within a few seconds), bounded.
+// rejoins the slot map within a few seconds), bounded, and checks Repair set them again on
+// the two restarted nodes.
 func waitRepaired(ctx context.Context, t *testing.T, cl *redistest.Cluster, u *redisacl.Users, want ...redisacl.User) {
 	t.Helper()
-	applied := 0
-	if err := wait.Poll(30*time.Second, 200*time.Millisecond, func() error {
-		res, _ := u.Repair(ctx) // a node still joining fails the round: retried
-		applied += res.Applied
-		var last []string
-		for _, user := range want {
-			if got := holders(ctx, t, cl.Nodes(), user); len(got) != len(cl.Nodes()) {
-				last = append(last, fmt.Sprintf("%s on %v", user.Name, got))
-			}
-		}
-		if len(last) > 0 {
-			return fmt.Errorf("%v", last)
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("not repaired: %v", err)
-	}
+	applied := repairUntilHeld(ctx, t, u, cl.Nodes(), 30*time.Second, want...)
 	t.Logf("Repair set %d users again on the restarted nodes", applied)
 	if applied < 2*len(want) {
 		t.Errorf("Repair set %d users; two restarted nodes lacked %d each", applied, len(want))

@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
@@ -33,9 +32,7 @@ func TestTenantEveryGrantIsNeeded(t *testing.T) {
 		user, p := tenant(t, ns, false), password(t)
 		user.PasswordHashes = []string{redisacl.HashPassword(p)}
 		user.Commands = slices.DeleteFunc(slices.Clone(user.Commands), func(c string) bool { return c == cmd })
-		if err := u.Ensure(ctx, user); err != nil {
-			t.Fatal(err)
-		}
+		ensure(ctx, t, u, user)
 		resetACLLog(ctx, t, srv)
 		errs := exercise(ctx, client(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p), ns, srv.Client(), srv)
 		if log := redistest.ACLRefusals(ctx, t, "", srv); !slices.Contains(log, "command:"+cmd) {
@@ -52,23 +49,15 @@ func TestTenantSelect(t *testing.T) {
 	ctx := testCtx(t)
 	p := password(t)
 	user := tenant(t, "db1", false, p)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
-	o := redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: 1,
-		CredentialsPath: redistest.CredentialsDir(t, user.Name, p)}
-	c, err := redisconn.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	ensure(ctx, t, u, user)
+	o := options(t, redisconn.ModeStandalone, []string{srv.Addr()}, user.Name, p)
+	o.DB = 1
+	c, _ := redisclient.Connect(t, o)
 	if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "select") {
 		t.Fatalf("database 1 without SELECT: %v; want SELECT refused", err)
 	}
 	user.Commands = redisacl.TenantCommands(false, 1, false)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, user)
 	if errs := exercise(ctx, c, "db1", srv.Client(), srv); len(errs) > 0 {
 		t.Fatalf("database 1 with TenantCommands(false, 1, false): %v", errors.Join(errs...))
 	}
@@ -87,7 +76,7 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	if err := memoryWork(ctx, u.Nodes); err != nil {
 		errs = append(errs, err)
 	}
-	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
+	if err := loadFunctions(ctx, admin); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
 	user := redisacl.User{Name: prefix + "work", PasswordHashes: []string{redisacl.HashPassword("p")},
@@ -235,9 +224,7 @@ func TestTenantAllowEvalSHA(t *testing.T) {
 	p := password(t)
 	user := tenant(t, "upgrading", false, p)
 	user.Commands = redisacl.TenantCommands(false, 0, true)
-	if err := u.Ensure(ctx, user); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, user)
 	if err := loadFunctions(ctx, srv.Client()); err != nil { // the manager preloads the scripts too
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package redisacl_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -36,19 +39,21 @@ func adminConf(t testing.TB, edit func([]string) []string) redistest.Option {
 	})
 }
 
-// client is a redisconn client (as the manager and the sidecars build theirs) reaching
-// addrs in mode as user; closed when the test ends.
-func client(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redis.UniversalClient {
+// options are a redisconn client's (as the manager and the sidecars build theirs) reaching
+// addrs in mode as user.
+func options(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redisconn.Options {
 	t.Helper()
 	o := redisconn.Options{Mode: mode, Addrs: addrs, CredentialsPath: redistest.CredentialsDir(t, user, password)}
 	if mode == redisconn.ModeSentinel {
 		o.MasterName = masterName
 	}
-	c, err := redisconn.NewClient(o)
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	return o
+}
+
+// client is a redisconn client reaching addrs in mode as user; closed when the test ends.
+func client(t testing.TB, mode redisconn.Mode, addrs []string, user, password string) redis.UniversalClient {
+	t.Helper()
+	c, _ := redisclient.Connect(t, options(t, mode, addrs, user, password))
 	return c
 }
 
@@ -69,46 +74,37 @@ func standaloneAdmin(t *testing.T) (*redistest.Server, *redisacl.Users) {
 	return srv, u
 }
 
-// asUser is adminUsers as any user.
+// asUser is adminUsers as any user: the nodes are those the manager finds (redisacl.NodesOf).
 func asUser(t testing.TB, mode redisconn.Mode, addrs []string, user, pass string) (*redisacl.Users, redis.UniversalClient) {
 	t.Helper()
-	c := client(t, mode, addrs, user, pass)
-	return &redisacl.Users{Nodes: nodesOf(t, c, mode, addrs, user, pass), Prefix: prefix}, c
+	c, nodes := redisclient.Connect(t, options(t, mode, addrs, user, pass))
+	return &redisacl.Users{Nodes: nodes, Prefix: prefix}, c
 }
 
-// nodesOf are the nodes reached with c, as the manager finds them.
-func nodesOf(t testing.TB, c redis.UniversalClient, mode redisconn.Mode, addrs []string, user, pass string) redisacl.Nodes {
+// ensure sets user on every node u reaches (Users.Ensure), failing the test if it cannot.
+func ensure(ctx context.Context, t testing.TB, u *redisacl.Users, user redisacl.User) {
 	t.Helper()
-	if mode == redisconn.ModeStandalone {
-		return redisacl.ServerNodes(c.(*redis.Client))
+	if err := u.Ensure(ctx, user); err != nil {
+		t.Fatalf("Ensure %s: %v", user.Name, err)
 	}
-	o := redisconn.Options{Mode: mode, Addrs: addrs, MasterName: masterName, CredentialsPath: redistest.CredentialsDir(t, user, pass)}
-	opts, err := o.NodeOptions()
-	if err != nil {
-		t.Fatal(err)
+}
+
+// tenants sets the standalone users of the namespaces through u, each with a fresh
+// password, and returns the passwords by namespace.
+func tenants(ctx context.Context, t testing.TB, u *redisacl.Users, namespaces ...string) map[string]string {
+	t.Helper()
+	pass := map[string]string{}
+	for _, ns := range namespaces {
+		pass[ns] = password(t)
+		ensure(ctx, t, u, tenant(t, ns, false, pass[ns]))
 	}
-	if mode == redisconn.ModeCluster {
-		n := &redisacl.ClusterNodes{Cluster: c.(*redis.ClusterClient), Options: opts}
-		t.Cleanup(func() { _ = n.Close() })
-		return n
-	}
-	n := &redisacl.SentinelNodes{Sentinels: addrs, MasterName: masterName, Options: opts}
-	t.Cleanup(func() { _ = n.Close() })
-	return n
+	return pass
 }
 
 // tenant is namespace ns's user accepting the passwords, as the operator builds it.
 func tenant(t testing.TB, ns string, cluster bool, passwords ...string) redisacl.User {
 	t.Helper()
-	pattern, err := redisacl.KeyPattern("", ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := redisacl.User{Name: prefix + ns, KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(cluster, 0, false)}
-	for _, p := range passwords {
-		u.PasswordHashes = append(u.PasswordHashes, redisacl.HashPassword(p))
-	}
-	return u
+	return redisclient.Tenant(t, prefix, ns, cluster, passwords...)
 }
 
 // password is a fresh generated password.
@@ -121,12 +117,8 @@ func password(t testing.TB) string {
 	return p
 }
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx bounds a test's calls to Redis.
+func testCtx(t testing.TB) context.Context { return wait.Context(t, 2*time.Minute) }
 
 // policyWithKeys is a one-request-per-hour policy of ns, idempotent, with the state and
 // idempotency keys under tag, calling its script as a function (as a namespace's sidecar).
@@ -201,6 +193,31 @@ func holders(ctx context.Context, t testing.TB, nodes []*redistest.Server, want 
 		}
 	}
 	return out
+}
+
+// repairUntilHeld runs Repair every 200 ms until every one of nodes holds the wanted users,
+// failing the test after within; it returns how many users Repair set meanwhile. A round
+// that fails (a node still joining, or listed down) is retried.
+func repairUntilHeld(ctx context.Context, t testing.TB, u *redisacl.Users, nodes []*redistest.Server, within time.Duration, want ...redisacl.User) int {
+	t.Helper()
+	applied := 0
+	if err := wait.Poll(within, 200*time.Millisecond, func() error {
+		res, _ := u.Repair(ctx)
+		applied += res.Applied
+		var missing []string
+		for _, user := range want {
+			if got := holders(ctx, t, nodes, user); len(got) != len(nodes) {
+				missing = append(missing, fmt.Sprintf("%s on %v", user.Name, got))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%v", missing)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("users not on every node: %v", err)
+	}
+	return applied
 }
 
 // refusedByACL reports whether err is Redis refusing a command or key by ACL: NOPERM for a

@@ -14,13 +14,7 @@ import (
 func startRepair(t *testing.T) (*redistest.Server, *redisacl.Users, map[string]string) {
 	t.Helper()
 	srv, u := standaloneAdmin(t)
-	pass := map[string]string{"a": password(t), "b": password(t)}
-	for ns, p := range pass {
-		if err := u.Ensure(testCtx(t), tenant(t, ns, false, p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return srv, u, pass
+	return srv, u, tenants(testCtx(t), t, u, "a", "b")
 }
 
 // TestRepairAlteredAndUnknown: Repair sets back a user altered by hand, reports a managed

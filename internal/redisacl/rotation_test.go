@@ -20,22 +20,16 @@ func TestPasswordRotationOnServer(t *testing.T) {
 	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
 	oldPass, newPass := password(t), password(t)
-	if err := u.Ensure(ctx, tenant(t, "rot", false, oldPass)); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, tenant(t, "rot", false, oldPass))
 	held := single(t, srv, oldPass)
 	mustPing(ctx, t, held, "old password, before the rotation")
 
-	if err := u.Ensure(ctx, tenant(t, "rot", false, oldPass, newPass)); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, tenant(t, "rot", false, oldPass, newPass))
 	mustPing(ctx, t, single(t, srv, newPass), "new connection, new password, both accepted")
 	mustPing(ctx, t, single(t, srv, oldPass), "new connection, old password, both accepted")
 	mustPing(ctx, t, held, "connection of the old password, new one added")
 
-	if err := u.Ensure(ctx, tenant(t, "rot", false, newPass)); err != nil {
-		t.Fatal(err)
-	}
+	ensure(ctx, t, u, tenant(t, "rot", false, newPass))
 	mustPing(ctx, t, held, "connection of the old password, after its removal")
 	if err := single(t, srv, oldPass).Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("new connection with the removed password: %v; want WRONGPASS", err)

@@ -20,21 +20,14 @@ import (
 // client per namespace (as its sidecars build it from their Secret).
 func startTenants(t *testing.T) (srv *redistest.Server, shop, bank redis.UniversalClient) {
 	t.Helper()
-	redistest.RequireRedis(t)
-	srv = redistest.StartServer(t, adminConf(t, nil))
-	u, _ := adminUsers(t, redisconn.ModeStandalone, []string{srv.Addr()})
+	srv, u := standaloneAdmin(t)
 	ctx := testCtx(t)
-	shopPass, bankPass := password(t), password(t)
-	for ns, p := range map[string]string{"shop": shopPass, "bank": bankPass} {
-		if err := u.Ensure(ctx, tenant(t, ns, false, p)); err != nil {
-			t.Fatalf("Ensure %s as %s: %v", ns, adminUser, err)
-		}
-	}
+	pass := tenants(ctx, t, u, "shop", "bank")
 	if err := loadFunctions(ctx, srv.Client()); err != nil {
 		t.Fatal(err)
 	}
-	shop = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"shop", shopPass)
-	bank = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"bank", bankPass)
+	shop = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"shop", pass["shop"])
+	bank = client(t, redisconn.ModeStandalone, []string{srv.Addr()}, prefix+"bank", pass["bank"])
 	return srv, shop, bank
 }
 

@@ -26,9 +26,7 @@ func TestSentinelUsers(t *testing.T) {
 	ctx := testCtx(t)
 	pa := password(t)
 	a := tenant(t, "a", false, pa)
-	if err := u.Ensure(ctx, a); err != nil {
-		t.Fatalf("Ensure through the Sentinel: %v", err)
-	}
+	ensure(ctx, t, u, a)
 	nodes := []*redistest.Server{primary, replica}
 	if got := holders(ctx, t, nodes, a); len(got) != 2 {
 		t.Fatalf("%s is on %v; want the primary and the replica", a.Name, got)
@@ -78,17 +76,5 @@ func waitNamed(ctx context.Context, t *testing.T, s *redistest.Sentinel, n *redi
 // listed by the Sentinel once it is connected again), bounded.
 func waitRepairedOn(ctx context.Context, t *testing.T, u *redisacl.Users, nodes []*redistest.Server, want ...redisacl.User) {
 	t.Helper()
-	if err := wait.Poll(45*time.Second, 200*time.Millisecond, func() error {
-		_, _ = u.Repair(ctx) // a round while the replica is listed down is retried
-		missing := 0
-		for _, user := range want {
-			missing += len(nodes) - len(holders(ctx, t, nodes, user))
-		}
-		if missing > 0 {
-			return fmt.Errorf("%d missing", missing)
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("users not on every node: %v", err)
-	}
+	repairUntilHeld(ctx, t, u, nodes, 45*time.Second, want...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 const (
@@ -67,11 +68,18 @@ func newClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
 	return c
 }
 
-func testCtx(t *testing.T) context.Context {
+// testCtx bounds a test's calls to Redis.
+func testCtx(t *testing.T) context.Context { return wait.Context(t, 30*time.Second) }
+
+// newLimiter is a limiter over c, as a sidecar builds one, closed when the test ends.
+func newLimiter(t *testing.T, c redis.UniversalClient) *limiter.Limiter {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }
 
 // checkAlgorithm runs a limiter check as the operator's sidecars do (limitercheck.Algorithm).
@@ -103,14 +111,20 @@ func aclDenials(ctx context.Context, t *testing.T, nodes ...*redistest.Server) [
 }
 
 // startACLServer starts a redis-server that includes acl.conf (rules edited by edit) and
-// returns it with a client for the ratelimit user built from a basic-auth Secret.
+// returns it with a client of database db for the ratelimit user (userClient).
 func startACLServer(t *testing.T, db int, edit func([]string) []string) (*redistest.Server, redis.UniversalClient) {
 	t.Helper()
 	redistest.RequireRedis(t)
 	srv := redistest.StartServer(t, aclConf(t, edit))
-	c := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db,
-		CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
-	return srv, c
+	return srv, userClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, DB: db})
+}
+
+// userClient is newClient as acl.conf's ratelimit user, its credentials read from a
+// basic-auth Secret (with the trailing newlines a hand-made Secret often has).
+func userClient(t *testing.T, o redisconn.Options) redis.UniversalClient {
+	t.Helper()
+	o.CredentialsPath = redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")
+	return newClient(t, o)
 }
 
 // TestACLStandalone runs everything the operator does against a real redis-server as the
@@ -243,11 +257,7 @@ func TestACLNarrowKeyPattern(t *testing.T) {
 	if errs := exercise(ctx, c, redistest.FlushScripts(srv)); len(errs) > 0 {
 		t.Fatalf("default key layout under ~{rl:*: %v", errors.Join(errs...))
 	}
-	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newLimiter(t, c)
 	p, err := limiter.NewPolicy(limiter.Spec{Namespace: "acl", Name: "outside", Algorithm: limiter.FixedWindow,
 		Limits: []limiter.Limit{{Name: "hour", Requests: 1, Period: time.Hour}}, StateKey: "{other:${identity}}:${limit}",
 		TTL: 2 * time.Hour, FailureMode: limiter.FailClosed})
@@ -277,7 +287,7 @@ func TestACLCluster(t *testing.T) {
 			}
 			redistest.RequireRedis(t)
 			cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(aclConf(t, edit)))
-			c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1], CredentialsPath: redistest.CredentialsDir(t, aclUser+"\n", aclPassword+"\n")})
+			c := userClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1]})
 			ctx := testCtx(t)
 			errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...))
 			denied := aclDenials(ctx, t, cl.Nodes()...)

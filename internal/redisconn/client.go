@@ -14,9 +14,6 @@ const ClusterStateReload = 2 * time.Second
 // NewClient builds a client for o's topology. It does not connect: go-redis dials lazily, so a
 // Redis that is down at start-up is noticed by the first command, not here.
 func NewClient(o Options) (redis.UniversalClient, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
 	u, err := o.universal()
 	if err != nil {
 		return nil, err
@@ -45,9 +42,6 @@ func NewClient(o Options) (redis.UniversalClient, error) {
 // a Sentinel deployment itself (the ACL users of every node), which NewClient's client,
 // always on the current primary, cannot do.
 func (o *Options) NodeOptions() (func(addr string, sentinel bool) *redis.Options, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
 	u, err := o.universal()
 	if err != nil {
 		return nil, err
@@ -62,8 +56,12 @@ func (o *Options) NodeOptions() (func(addr string, sentinel bool) *redis.Options
 	}, nil
 }
 
-// universal is the go-redis configuration shared by every topology.
+// universal validates o (Validate, which fills in defaults) and returns the go-redis
+// configuration shared by every topology.
 func (o *Options) universal() (*redis.UniversalOptions, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	creds, err := o.credentials()
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package redisconn
+package redisconn_test
 
 import (
 	"context"
@@ -6,8 +6,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
+
+// flagOptions are the options the command-line flags args set, as the operator parses them.
+func flagOptions(t *testing.T, args ...string) redisconn.Options {
+	t.Helper()
+	var o redisconn.Options
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return o
+}
+
+// checkRefusal fails the test unless err is nil when want is empty, or contains want.
+func checkRefusal(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("valid flags refused: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("want an error containing %q, got %v", want, err)
+	}
+}
 
 func TestValidate(t *testing.T) {
 	cases := []struct {
@@ -27,40 +51,29 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			var o Options
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			o.BindFlags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatalf("parse: %v", err)
-			}
-			err := o.Validate()
-			switch {
-			case c.wantErr == "" && err != nil:
-				t.Fatalf("valid flags refused: %v", err)
-			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
-				t.Fatalf("want an error naming %s, got %v", c.wantErr, err)
-			}
+			o := flagOptions(t, c.args...)
+			checkRefusal(t, o.Validate(), c.wantErr)
 		})
 	}
 }
 
 func TestValidateDefaultsAddr(t *testing.T) {
-	o := Options{Mode: ModeStandalone}
+	o := redisconn.Options{Mode: redisconn.ModeStandalone}
 	if err := o.Validate(); err != nil || len(o.Addrs) != 1 || o.Addrs[0] != "127.0.0.1:6379" {
 		t.Fatalf("default endpoint: %v %v", o.Addrs, err)
 	}
 }
 
 func TestLoadCredentials(t *testing.T) {
-	c, err := LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "limiter\n", "password": "s3cret\n"}))
+	c, err := redisconn.LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "limiter\n", "password": "s3cret\n"}))
 	if err != nil || c.Username != "limiter" || c.Password != "s3cret" {
 		t.Fatalf("got %+v, %v", c, err)
 	}
-	c, err = LoadCredentials(redistest.SecretDir(t, map[string]string{"password": "only"}))
+	c, err = redisconn.LoadCredentials(redistest.SecretDir(t, map[string]string{"password": "only"}))
 	if err != nil || c.Username != "" || c.Password != "only" {
 		t.Fatalf("password only: got %+v, %v", c, err)
 	}
-	if _, err := LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "u"})); err == nil ||
+	if _, err := redisconn.LoadCredentials(redistest.SecretDir(t, map[string]string{"username": "u"})); err == nil ||
 		!strings.Contains(err.Error(), "password") {
 		t.Fatalf("missing password file: want an error naming it, got %v", err)
 	}
@@ -73,21 +86,13 @@ func TestNewClientStandaloneWithAuth(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.WithPassword("pa55"))
 	ctx := context.Background()
 
-	anon, err := NewClient(Options{Mode: ModeStandalone, Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = anon.Close() }()
+	anon := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}})
 	if err := anon.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("ping without credentials: want NOAUTH, got %v", err)
 	}
 
 	dir := redistest.SecretDir(t, map[string]string{"password": "pa55"})
-	c, err := NewClient(Options{Mode: ModeStandalone, Addrs: []string{srv.Addr()}, CredentialsPath: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := newClient(t, redisconn.Options{Mode: redisconn.ModeStandalone, Addrs: []string{srv.Addr()}, CredentialsPath: dir})
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("ping with credentials: %v", err)
 	}
@@ -97,11 +102,7 @@ func TestNewClientStandaloneWithAuth(t *testing.T) {
 func TestNewClientCluster(t *testing.T) {
 	redistest.RequireRedis(t)
 	cl := redistest.StartCluster(t, 3)
-	c, err := NewClient(Options{Mode: ModeCluster, Addrs: cl.Addrs()[:1]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := newClient(t, redisconn.Options{Mode: redisconn.ModeCluster, Addrs: cl.Addrs()[:1]})
 	ctx := context.Background()
 	for _, k := range []string{"{a}", "{b}", "{c}"} {
 		if err := c.Set(ctx, k, k, 0).Err(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"math/big"
 	"net"
@@ -123,25 +122,15 @@ func startTLSServer(t *testing.T, p pki, authClients string) *redistest.Server {
 // passwordSecret writes a basic-auth Secret directory holding only the password.
 func passwordSecret(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "password"), []byte("pa55"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return redistest.SecretDir(t, map[string]string{"password": "pa55"})
 }
 
 // tlsClient builds a standalone client for addr from command-line flags, as the operator
 // does.
 func tlsClient(t *testing.T, addr string, args ...string) redis.UniversalClient {
 	t.Helper()
-	var o redisconn.Options
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	o.BindFlags(fs)
 	args = append([]string{"--redis-addrs", addr, "--redis-credentials-path", passwordSecret(t)}, args...)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	return newClient(t, o)
+	return newClient(t, flagOptions(t, args...))
 }
 
 // pingErr is the error of one PING without retries.
@@ -153,12 +142,7 @@ func pingErr(t *testing.T, c redis.UniversalClient) error {
 // decidedByRedis runs one limiter check over c and fails unless Redis decided it.
 func decidedByRedis(t *testing.T, c redis.UniversalClient) {
 	t.Helper()
-	l, err := limiter.New(c, limiter.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := checkAlgorithm(testCtx(t), l, limiter.GCRA); err != nil {
+	if err := checkAlgorithm(testCtx(t), newLimiter(t, c), limiter.GCRA); err != nil {
 		t.Fatalf("limiter over TLS: %v", err)
 	}
 }
@@ -223,14 +207,8 @@ func TestTLSCluster(t *testing.T) {
 	redistest.RequireRedis(t)
 	cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(redistest.WithTLS(t, redistest.TLS{
 		CertFile: p.serverCert, KeyFile: p.serverKey, CAFile: p.ca, AuthClients: "optional", Cluster: true})))
-	var o redisconn.Options
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	o.BindFlags(fs)
-	if err := fs.Parse([]string{"--redis-mode", "cluster", "--redis-addrs", cl.Nodes()[0].TLSAddr(),
-		"--redis-tls", "--redis-tls-ca-path", p.ca}); err != nil {
-		t.Fatal(err)
-	}
-	c := newClient(t, o)
+	c := newClient(t, flagOptions(t, "--redis-mode", "cluster", "--redis-addrs", cl.Nodes()[0].TLSAddr(),
+		"--redis-tls", "--redis-tls-ca-path", p.ca))
 	ctx := testCtx(t)
 	if errs := exercise(ctx, c, redistest.FlushScripts(cl.Primaries()...)); len(errs) > 0 {
 		t.Fatalf("operator paths on Cluster over TLS: %v", errors.Join(errs...))
@@ -273,22 +251,11 @@ func TestTLSFlags(t *testing.T) {
 			"--redis-tls-cert-path, --redis-tls-key-path: tls: private key does not match public key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var o redisconn.Options
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			o.BindFlags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			cl, err := redisconn.NewClient(o)
+			cl, err := redisconn.NewClient(flagOptions(t, c.args...))
 			if cl != nil {
 				_ = cl.Close()
 			}
-			switch {
-			case c.wantErr == "" && err != nil:
-				t.Fatalf("valid flags refused: %v", err)
-			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
-				t.Fatalf("want an error containing %q, got %v", c.wantErr, err)
-			}
+			checkRefusal(t, err, c.wantErr)
 		})
 	}
 }
@@ -370,14 +337,8 @@ func TestTLSSentinel(t *testing.T) {
 	p := newPKI(t)
 	master := startTLSServer(t, p, "optional")
 	sentinel := startSentinel(t, p, master.TLSAddr())
-	var o redisconn.Options
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	o.BindFlags(fs)
-	if err := fs.Parse([]string{"--redis-mode", "sentinel", "--redis-master-name", "m", "--redis-addrs", sentinel,
-		"--redis-credentials-path", passwordSecret(t), "--redis-tls", "--redis-tls-ca-path", p.ca}); err != nil {
-		t.Fatal(err)
-	}
-	decidedByRedis(t, newClient(t, o))
+	decidedByRedis(t, newClient(t, flagOptions(t, "--redis-mode", "sentinel", "--redis-master-name", "m", "--redis-addrs", sentinel,
+		"--redis-credentials-path", passwordSecret(t), "--redis-tls", "--redis-tls-ca-path", p.ca)))
 	list, err := master.Client().ClientList(testCtx(t)).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
@@ -140,13 +141,8 @@ func checkAssessments(t *testing.T, m *redismemory.Monitor, r *redismemory.Repor
 // tenantClient creates namespace ns's user, as the operator does, and connects as it.
 func tenantClient(ctx context.Context, t *testing.T, users *redisacl.Users, mode redisconn.Mode, addrs []string, ns string) redis.UniversalClient {
 	t.Helper()
-	pattern, err := redisacl.KeyPattern("", ns)
-	if err != nil {
-		t.Fatal(err)
-	}
 	password := ns + "-pa55"
-	user := redisacl.User{Name: tenantPrefix + ns, PasswordHashes: []string{redisacl.HashPassword(password)},
-		KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(mode == redisconn.ModeCluster, 0, false)}
+	user := redisclient.Tenant(t, tenantPrefix, ns, mode == redisconn.ModeCluster, password)
 	if err := users.Ensure(ctx, user); err != nil {
 		t.Fatal(err)
 	}
