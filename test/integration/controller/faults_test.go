@@ -58,7 +58,6 @@ import (
 // written: one finalizer each, one condition of each type, one owner reference per policy,
 // one snapshot ConfigMap, and no write after convergence.
 func TestFaultRestartMidReconcile(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	rds := redistest.StartServer(t, redistest.WithArgs(protectedRedis...)) // healthy: no Warning is due
 	kubeconfig := writeKubeconfig(t, e.Config, "")
@@ -353,7 +352,6 @@ const (
 // flag for the lease namespace (controller-runtime then reads the in-cluster service account
 // namespace file) nor for the lease timings.
 func TestFaultLeaderHandover(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	rds := redistest.StartServer(t)
 	ns := kube.NewNamespace(t, e, "leader-")
@@ -564,9 +562,11 @@ var (
 	binErr  error
 )
 
-// isolatedEnv is a kube-apiserver + etcd of these tests' own (see the top of this file).
+// isolatedEnv is a kube-apiserver + etcd of these tests' own (see the top of this file),
+// once suite has found the suite's harness running (or skipped the test without it).
 func isolatedEnv(t testing.TB) *kube.Env {
 	t.Helper()
+	suite(t)
 	isoOnce.Do(func() {
 		start := time.Now()
 		isoEnv, isoErr = kube.Start()
