@@ -299,7 +299,7 @@ func checkLeaderElectionRole(t *testing.T, e *kube.Env, cfg *rest.Config, rds *r
 		}
 		return fmt.Errorf("%d events, none about the lease", len(list.Items))
 	})
-	m.halt()
+	m.stop()
 }
 
 // checkRoleIsUsed fails when config/rbac/role.yaml grants more or less than rbacUsed.
