@@ -94,20 +94,20 @@ func newRigAt(t *testing.T, srv *redistest.Server, opts limiter.Options, limits 
 // sidecarClient is a client with options o as redisconn builds the sidecars' (context
 // deadlines honoured, no retries), closed when the test ends.
 func sidecarClient(t *testing.T, o *redis.Options) *redis.Client {
-	t.Helper()
 	o.ContextTimeoutEnabled, o.MaxRetries = true, -1
-	rdb := redis.NewClient(o)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return closeAtEnd(t, redis.NewClient(o))
 }
 
 // sidecarClusterClient is sidecarClient on Redis Cluster.
 func sidecarClusterClient(t *testing.T, o *redis.ClusterOptions) *redis.ClusterClient {
-	t.Helper()
 	o.ContextTimeoutEnabled, o.MaxRetries = true, -1
-	cc := redis.NewClusterClient(o)
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc
+	return closeAtEnd(t, redis.NewClusterClient(o))
+}
+
+// closeAtEnd closes c when the test ends, and returns it.
+func closeAtEnd[C io.Closer](t *testing.T, c C) C {
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // newRigOn is a sidecar on the Redis client rdb (any topology); topology is what the
