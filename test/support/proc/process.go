@@ -76,3 +76,16 @@ func (p *Process) Stop(t testing.TB, timeout time.Duration) error {
 		return nil
 	}
 }
+
+// Halt stops the process as an orchestrator does: SIGTERM, then SIGKILL when it has not
+// exited within grace. It waits for the exit and never fails the test; a process that has
+// exited already is left as it is.
+func (p *Process) Halt(grace time.Duration) {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.Cmd.Process.Kill()
+		<-p.exited
+	}
+}
