@@ -32,9 +32,8 @@ func TestOnePolicysFailingKeysAreNoOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := srv.Options()
-	o.ContextTimeoutEnabled, o.MaxRetries, o.Username, o.Password = true, -1, "sidecar", "pw"
-	rdb := redis.NewClient(o)
-	t.Cleanup(func() { _ = rdb.Close() })
+	o.Username, o.Password = "sidecar", "pw"
+	rdb := sidecarClient(t, o)
 	outside := newPolicy("outside", v1alpha1.AlgorithmGCRA, 1000, time.Hour, onPaths("/outside"))
 	r := newRigOn(t, rdb, snapshottest.Standalone(srv.Addr()), limiter.Options{Pipelining: true}, httpserver.DefaultLimits(),
 		outside, newPolicy("inside", v1alpha1.AlgorithmGCRA, 1000, time.Hour, onPaths("/inside")))
@@ -56,9 +55,8 @@ func TestLostReplyIsNeverResentOnCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	proxies := faultproxy.StartSet(t, cluster.Addrs()...)
 	opts := cluster.ClusterOptions()
-	opts.ContextTimeoutEnabled, opts.MaxRetries, opts.Dialer = true, -1, proxies.Dial
-	cc := redis.NewClusterClient(opts)
-	t.Cleanup(func() { _ = cc.Close() })
+	opts.Dialer = proxies.Dial
+	cc := sidecarClusterClient(t, opts)
 	r := newRigOn(t, cc, snapshottest.Standalone(cluster.Addrs()[0]), limiter.Options{}, httpserver.DefaultLimits(),
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1000, time.Hour))
 	key := r.store.Current().Rule("api").Policy.Keys("victim", "")[0]
@@ -97,9 +95,8 @@ func TestShardRecoversAfterItsPrimaryFailsBack(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3, redistest.WithReplicas(1),
 		redistest.WithNodeOptions(redistest.WithArgs("--cluster-node-timeout", "1000")))
 	opts := cluster.ClusterOptions()
-	opts.ContextTimeoutEnabled, opts.MaxRetries, opts.ClusterStateReloadInterval = true, -1, 2*time.Second
-	cc := redis.NewClusterClient(opts)
-	t.Cleanup(func() { _ = cc.Close() })
+	opts.ClusterStateReloadInterval = 2 * time.Second
+	cc := sidecarClusterClient(t, opts)
 	r := newRigOn(t, cc, snapshottest.Standalone(cluster.Addrs()[0]), limiter.Options{Timeout: 200 * time.Millisecond}, httpserver.DefaultLimits(),
 		newPolicy("api", v1alpha1.AlgorithmGCRA, 1_000_000, time.Hour))
 	primary := cluster.Primaries()[0]

@@ -71,22 +71,32 @@ func hasField(err error, field string) bool {
 // one policy a sidecar cannot compile was refused whole: new pods never became ready and
 // every other policy of the namespace stopped following edits.
 func TestOneUncompilablePolicyIsNoOutage(t *testing.T) {
-	good := newPolicy("good", v1alpha1.AlgorithmGCRA, 3, time.Hour, onPaths("/good"))
-	bad := newPolicy("bad", v1alpha1.AlgorithmGCRA, 3, time.Hour, onPaths("/bad"))
-	s := snapshottest.Build(t, ns, "127.0.0.1:6379", good, bad)
-	for i := range s.Policies {
-		if s.Policies[i].Name == "bad" {
-			s.Policies[i].Limits[0].PeriodMs = 0 // as a newer controller or a hand edit might
-		}
-	}
-	doc := sidecartest.Reseal(t, s)
-	store := &engine.Store{Namespace: ns}
-	if err := store.Load(doc, "new pod"); err != nil {
+	store, err := loadTampered(t, v1alpha1.AlgorithmGCRA, "bad", "new pod", func(e *snapshot.Entry) {
+		e.Limits[0].PeriodMs = 0 // as a newer controller or a hand edit might
+	})
+	if err != nil {
 		t.Fatalf("a new pod refused the namespace's snapshot for one bad policy: %v", err)
 	}
 	if set := store.Current(); set.Rule("good") == nil || set.Rule("bad") != nil {
 		t.Fatalf("want the good policy enforced and the bad one refused alone")
 	}
+}
+
+// loadTampered builds the snapshot of policies good and name (alg, 3 per hour, each on its
+// own path), lets tamper change name's entry, reseals it and loads it into a new Store from
+// source, as a sidecar loads a snapshot it did not get from this controller.
+func loadTampered(t *testing.T, alg v1alpha1.Algorithm, name, source string, tamper func(*snapshot.Entry)) (*engine.Store, error) {
+	t.Helper()
+	good := newPolicy("good", alg, 3, time.Hour, onPaths("/good"))
+	other := newPolicy(name, alg, 3, time.Hour, onPaths("/"+name))
+	s := snapshottest.Build(t, ns, "127.0.0.1:6379", good, other)
+	for i := range s.Policies {
+		if s.Policies[i].Name == name {
+			tamper(&s.Policies[i])
+		}
+	}
+	store := &engine.Store{Namespace: ns}
+	return store, store.Load(sidecartest.Reseal(t, s), source)
 }
 
 // checkAPI asks the check API and decodes its answer.
@@ -112,19 +122,12 @@ func (r *rig) checkAPI(t *testing.T, req httpcheck.Request) httpcheck.Response {
 // item 9): two limits of one name would share one key. The sidecar refuses that policy alone;
 // the rest of the file is enforced.
 func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
-	good := newPolicy("good", v1alpha1.AlgorithmFixedWindow, 3, time.Hour, onPaths("/good"))
-	dup := newPolicy("dup", v1alpha1.AlgorithmFixedWindow, 3, time.Hour, onPaths("/dup"))
-	s := snapshottest.Build(t, ns, "127.0.0.1:6379", good, dup)
-	for i := range s.Policies {
-		if s.Policies[i].Name == "dup" {
-			l := s.Policies[i].Limits[0]
-			l.Requests = 1000
-			s.Policies[i].Limits = append(s.Policies[i].Limits, l) // same name, other rate
-		}
-	}
-	doc := sidecartest.Reseal(t, s)
-	store := &engine.Store{Namespace: ns}
-	if err := store.Load(doc, "file"); err != nil {
+	store, err := loadTampered(t, v1alpha1.AlgorithmFixedWindow, "dup", "file", func(e *snapshot.Entry) {
+		l := e.Limits[0]
+		l.Requests = 1000
+		e.Limits = append(e.Limits, l) // same name, other rate
+	})
+	if err != nil {
 		t.Fatalf("the file refused whole: %v", err)
 	}
 	if set := store.Current(); set.Rule("dup") != nil || set.Rule("good") == nil || set.Refused() != 1 {

@@ -85,13 +85,29 @@ func newRigWith(t *testing.T, opts limiter.Options, limits httpserver.Limits, po
 func newRigAt(t *testing.T, srv *redistest.Server, opts limiter.Options, limits httpserver.Limits,
 	policies ...*v1alpha1.RateLimitPolicy) *rig {
 	t.Helper()
-	o := srv.Options()
-	o.ContextTimeoutEnabled, o.MaxRetries = true, -1 // as redisconn builds it
-	rdb := redis.NewClient(o)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := sidecarClient(t, srv.Options())
 	r := newRigOn(t, rdb, snapshottest.Standalone(srv.Addr()), opts, limits, policies...)
 	r.redis, r.rdb = srv, rdb
 	return r
+}
+
+// sidecarClient is a client with options o as redisconn builds the sidecars' (context
+// deadlines honoured, no retries), closed when the test ends.
+func sidecarClient(t *testing.T, o *redis.Options) *redis.Client {
+	o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+	return closeAtEnd(t, redis.NewClient(o))
+}
+
+// sidecarClusterClient is sidecarClient on Redis Cluster.
+func sidecarClusterClient(t *testing.T, o *redis.ClusterOptions) *redis.ClusterClient {
+	o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+	return closeAtEnd(t, redis.NewClusterClient(o))
+}
+
+// closeAtEnd closes c when the test ends, and returns it.
+func closeAtEnd[C io.Closer](t *testing.T, c C) C {
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // newRigOn is a sidecar on the Redis client rdb (any topology); topology is what the
@@ -133,23 +149,14 @@ func (r *rig) load(policies ...*v1alpha1.RateLimitPolicy) {
 }
 
 // send sends one request through the proxy and returns its status; header holds name,
-// value pairs, each added (so a name may repeat).
+// value pairs, each added (so a name may repeat), Host as the request's host.
 func (r *rig) send(method, path string, header ...string) int {
 	r.t.Helper()
-	req, err := http.NewRequest(method, r.proxy.URL+path, nil)
+	status, err := r.trySend(method, path, header)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Add(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return status
 }
 
 // count sends n requests and returns how many the proxy forwarded (200).
@@ -209,7 +216,7 @@ func (r *rig) hammer(workers, n int, path string, header []string, during func()
 	for range workers {
 		go func() {
 			for range n {
-				status, err := r.trySend(path, header)
+				status, err := r.trySend(http.MethodGet, path, header)
 				answers <- answer{status, err}
 			}
 		}()
@@ -228,12 +235,16 @@ func (r *rig) hammer(workers, n int, path string, header []string, during func()
 }
 
 // trySend is send for other goroutines: errors are returned, not fatal.
-func (r *rig) trySend(path string, header []string) (int, error) {
-	req, err := http.NewRequest(http.MethodGet, r.proxy.URL+path, nil)
+func (r *rig) trySend(method, path string, header []string) (int, error) {
+	req, err := http.NewRequest(method, r.proxy.URL+path, nil)
 	if err != nil {
 		return 0, err
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Add(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

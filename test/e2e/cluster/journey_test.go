@@ -557,40 +557,24 @@ func (j *journey) sharedService(t *testing.T) {
 // faultPolicies are one policy per failure mode on their own paths, counted per X-User
 // (the example policy, which matches every path, counts X-API-Key, which each request
 // sends afresh).
-const faultPolicies = `apiVersion: policy.ratelimit.dev/v1alpha1
+var faultPolicies = faultPolicy("fault-closed", "/closed", "per-minute", 1000, "1m", "FailClosed") + "---\n" +
+	faultPolicy("fault-open", "/open", "per-hour", 1, "1h", "FailOpen") + "---\n" +
+	faultPolicy("fault-cap", "/cap", "per-minute", 1000, "1m", "LocalCap") + "  localCap: {requests: 2, period: 1m}\n"
+
+// faultPolicy is one of faultPolicies: FixedWindow on path with one limit, failing as mode.
+func faultPolicy(name, path, limit string, requests int, period, mode string) string {
+	return fmt.Sprintf(`apiVersion: policy.ratelimit.dev/v1alpha1
 kind: RateLimitPolicy
 metadata:
-  name: fault-closed
+  name: %s
 spec:
-  match: {http: [{pathPrefixes: [/closed]}]}
+  match: {http: [{pathPrefixes: [%s]}]}
   identity: {sources: [{type: Header, header: {name: X-User}}]}
   algorithm: FixedWindow
-  limits: [{name: per-minute, requests: 1000, period: 1m}]
-  failureMode: FailClosed
----
-apiVersion: policy.ratelimit.dev/v1alpha1
-kind: RateLimitPolicy
-metadata:
-  name: fault-open
-spec:
-  match: {http: [{pathPrefixes: [/open]}]}
-  identity: {sources: [{type: Header, header: {name: X-User}}]}
-  algorithm: FixedWindow
-  limits: [{name: per-hour, requests: 1, period: 1h}]
-  failureMode: FailOpen
----
-apiVersion: policy.ratelimit.dev/v1alpha1
-kind: RateLimitPolicy
-metadata:
-  name: fault-cap
-spec:
-  match: {http: [{pathPrefixes: [/cap]}]}
-  identity: {sources: [{type: Header, header: {name: X-User}}]}
-  algorithm: FixedWindow
-  limits: [{name: per-minute, requests: 1000, period: 1m}]
-  failureMode: LocalCap
-  localCap: {requests: 2, period: 1m}
-`
+  limits: [{name: %s, requests: %d, period: %s}]
+  failureMode: %s
+`, name, path, limit, requests, period, mode)
+}
 
 // call sends GET path to the watching example app as user (and a fresh API key).
 func (j *journey) call(ctx context.Context, path, user string) (int, error) {

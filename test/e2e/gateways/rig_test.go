@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,33 +99,13 @@ func (r *rig) publish(t *testing.T, ps ...*v1alpha1.RateLimitPolicy) {
 	}
 }
 
-// startProcess starts cmd with its output captured, and stops it by its PID when the test
-// ends (SIGTERM, then SIGKILL after 5s), logging the output if the test failed. The stop
-// function it returns stops it earlier.
+// startProcess starts cmd (proc.Start) and halts it when the test ends (SIGTERM, then
+// SIGKILL after 5s). The stop function it returns halts it earlier.
 func startProcess(t *testing.T, name string, cmd *exec.Cmd) (stop func()) {
 	t.Helper()
-	out := &proc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop = func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-	})
+	p := proc.Start(t, name, cmd)
+	stop = func() { p.Halt(5 * time.Second) }
+	t.Cleanup(stop)
 	return stop
 }
 

@@ -1,13 +1,11 @@
 package sidecar_test
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,59 +63,22 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// sidecarProc is a running sidecar binary.
-type sidecarProc struct {
-	cmd    *exec.Cmd
-	exited chan error
-	log    *proc.Buffer
-}
-
-func startSidecar(t *testing.T, bin string, args ...string) *sidecarProc {
+// startSidecar starts the sidecar binary bin with args (proc.Start, its stdout discarded).
+func startSidecar(t *testing.T, bin string, args ...string) *proc.Process {
 	t.Helper()
 	return startSidecarEnv(t, bin, nil, args...)
 }
 
 // startSidecarEnv is startSidecar with the environment env (nil: the test's own).
-func startSidecarEnv(t *testing.T, bin string, env []string, args ...string) *sidecarProc {
+func startSidecarEnv(t *testing.T, bin string, env []string, args ...string) *proc.Process {
 	t.Helper()
-	p := &sidecarProc{cmd: exec.Command(bin, args...), exited: make(chan error, 1), log: &proc.Buffer{}}
-	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = io.Discard, p.log, env
-	must(t, p.cmd.Start())
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", p.log.String())
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and waits for the exit status.
-func (p *sidecarProc) stop(t *testing.T) error {
-	t.Helper()
-	must(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-p.exited:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("sidecar did not stop within 30s of SIGTERM")
-	}
-	return nil
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Env = io.Discard, env
+	return proc.Start(t, "sidecar", cmd)
 }
 
 // waitOK polls url until it answers 200, failing when the sidecar exits or 30s pass.
-func waitOK(t *testing.T, p *sidecarProc, url string) {
+func waitOK(t *testing.T, p *proc.Process, url string) {
 	t.Helper()
-	wait.HTTPStatus(t, nil, url, 200, 30*time.Second, func() error {
-		select {
-		case err := <-p.exited:
-			return fmt.Errorf("sidecar %w", wait.Exit(err))
-		default:
-			return nil
-		}
-	})
+	wait.HTTPStatus(t, nil, url, 200, 30*time.Second, p.Gone)
 }

@@ -21,7 +21,7 @@ import (
 // limitsRig is a sidecar with short HTTP timeouts and a small header limit, proxying to an
 // upstream with slow, large and streaming answers.
 type limitsRig struct {
-	proc                  *sidecarProc
+	proc                  *proc.Process
 	proxy, check, metrics string
 	bigWriteFailed        atomic.Int64 // unix ms at which the upstream's big answer stopped being read
 }

@@ -18,7 +18,7 @@ const policyWait = 15 * time.Second
 
 // rig is a sidecar binary proxying to an upstream, with its addresses.
 type rig struct {
-	proc                  *sidecarProc
+	proc                  *proc.Process
 	vol                   *volume
 	redis                 *redistest.Server
 	proxy, check, metrics string
@@ -110,7 +110,7 @@ func TestSidecarBinary(t *testing.T) {
 	drained := make(chan int, 1)
 	go func() { drained <- r.get(t, "/api/slow", "dave").StatusCode }()
 	time.Sleep(200 * time.Millisecond) // the request is at the upstream
-	if err := r.proc.stop(t); err != nil {
+	if err := r.proc.Stop(t, 30*time.Second); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	if code := <-drained; code != 200 {

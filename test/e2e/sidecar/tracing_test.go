@@ -172,7 +172,7 @@ func tracedSidecar(t *testing.T, bin string, env []string) []string {
 	if check.StatusCode != 200 {
 		t.Fatalf("check API: %d", check.StatusCode)
 	}
-	if err := p.stop(t); err != nil {
+	if err := p.Stop(t, 30*time.Second); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 	mu.Lock()

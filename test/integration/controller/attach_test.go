@@ -8,7 +8,6 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // TestTargetRefsWithoutGatewayAPI: on a cluster without Gateway API a policy with targetRefs
@@ -16,8 +15,7 @@ import (
 // ancestor that the target is not found because Gateway API is not served, while a match
 // policy beside it is published as before.
 func TestTargetRefsWithoutGatewayAPI(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	attached := newPolicy(ns, "attached", 10)
 	attached.Spec.Match = v1alpha1.Match{}
 	attached.Spec.TargetRefs = []v1alpha1.TargetRef{{Group: gwapiv1.GroupName, Kind: v1alpha1.KindHTTPRoute, Name: "web"}}

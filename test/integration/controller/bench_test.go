@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // BenchmarkBulkApply applies 1000 policies across 50 namespaces at once (as a GitOps sync of
@@ -34,16 +32,9 @@ func BenchmarkBulkApply(b *testing.B) {
 	}
 	sw := watchSnapshots(b, e, client.MatchingLabels{snapshot.LabelSnapshot: "true"})
 	reqTotal, reqWrites, byMethodBefore := currentShared().requests.snapshot()
-	byRun := client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{"bench": run})}
 
 	b.ResetTimer()
-	start := time.Now()
-	createMany(b, e, ps)
-	created := time.Since(start)
-	if err := wait.Poll(5*time.Minute, 100*time.Millisecond, func() error { return allReady(e, total, byRun) }); err != nil {
-		b.Fatalf("not all Ready: %v", err)
-	}
-	ready := time.Since(start)
+	created, ready := applyRun(b, e, ps, run, 5*time.Minute)
 	b.StopTimer()
 
 	time.Sleep(4 * resync) // let stragglers land before counting

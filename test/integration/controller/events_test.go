@@ -21,8 +21,7 @@ import (
 // it was emits none; a transition to an invalid spec emits a Warning and back a second
 // Ready. A healthy policy never raises a Warning.
 func TestReadyEvents(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	readyPolicy(t, e, ns, "ev")
 	waitEvents(t, e, ns, "ev", v1alpha1.ReasonReady, 1)
 	checkHealthyEvents(t, e, ns, "ev")

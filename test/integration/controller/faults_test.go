@@ -43,6 +43,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/operator"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
@@ -58,7 +59,6 @@ import (
 // written: one finalizer each, one condition of each type, one owner reference per policy,
 // one snapshot ConfigMap, and no write after convergence.
 func TestFaultRestartMidReconcile(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	rds := redistest.StartServer(t, redistest.WithArgs(protectedRedis...)) // healthy: no Warning is due
 	kubeconfig := writeKubeconfig(t, e.Config, "")
@@ -353,7 +353,6 @@ const (
 // flag for the lease namespace (controller-runtime then reads the in-cluster service account
 // namespace file) nor for the lease timings.
 func TestFaultLeaderHandover(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	rds := redistest.StartServer(t)
 	ns := kube.NewNamespace(t, e, "leader-")
@@ -411,20 +410,16 @@ func TestFaultLeaderHandover(t *testing.T) {
 // electable is an in-process leader-elected manager that can be killed.
 type electable struct {
 	*manager
-	dead     atomic.Bool
-	refused  atomic.Int64 // requests refused since the kill
-	stopOnce sync.Once
+	dead    atomic.Bool
+	refused atomic.Int64 // requests refused since the kill
 }
 
 // kill cuts the manager off from the API server at once, as its death would (no lease
 // release, no last write), then stops it in the background.
 func (k *electable) kill() {
 	k.dead.Store(true)
-	go k.halt()
+	go k.stop()
 }
-
-// halt stops the manager once, whoever asks first.
-func (k *electable) halt() { k.stopOnce.Do(k.stop) }
 
 func (k *electable) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
@@ -456,21 +451,15 @@ func startElectable(t testing.TB, base *rest.Config, rdb redis.UniversalClient, 
 	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync}); err != nil {
 		t.Fatalf("set up controllers of %s: %v", agent, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ks.manager = &manager{Manager: mgr, cancel: cancel, done: make(chan error, 1), requests: counter}
-	go func() { ks.done <- mgr.Start(ctx) }()
-	t.Cleanup(ks.halt)
+	ks.manager = &manager{Manager: operator.Launch(mgr), requests: counter}
+	t.Cleanup(ks.stop)
 	return ks
 }
 
 func waitElected(t testing.TB, m *manager, timeout time.Duration) {
 	t.Helper()
-	select {
-	case <-m.Elected():
-	case err := <-m.done:
-		t.Fatalf("manager exited before it was elected: %v", err)
-	case <-time.After(timeout):
-		t.Fatalf("not elected within %s", timeout)
+	if err := m.WaitElected(timeout); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -564,9 +553,11 @@ var (
 	binErr  error
 )
 
-// isolatedEnv is a kube-apiserver + etcd of these tests' own (see the top of this file).
+// isolatedEnv is a kube-apiserver + etcd of these tests' own (see the top of this file),
+// once suite has found the suite's harness running (or skipped the test without it).
 func isolatedEnv(t testing.TB) *kube.Env {
 	t.Helper()
+	suite(t)
 	isoOnce.Do(func() {
 		start := time.Now()
 		isoEnv, isoErr = kube.Start()

@@ -35,6 +35,24 @@ func newPolicy(ns, name string, requests int64) *v1alpha1.RateLimitPolicy {
 	return policytest.New(ns, name, policytest.Paths("/api/"+name), policytest.Requests(requests))
 }
 
+// suiteNamespace is suite with a fresh namespace (prefix c-) for the test.
+func suiteNamespace(t testing.TB) (*kube.Env, string) {
+	t.Helper()
+	e := suite(t)
+	return e, kube.NewNamespace(t, e, "c-")
+}
+
+// readyPair creates policies a (10 requests) and b (20) in ns, waits until both are Ready
+// and the snapshot holds both, and returns a as Ready and that snapshot.
+func readyPair(t testing.TB, e *kube.Env, ns string) (*v1alpha1.RateLimitPolicy, *corev1.ConfigMap, *snapshot.Snapshot) {
+	t.Helper()
+	create(t, e, newPolicy(ns, "a", 10), newPolicy(ns, "b", 20))
+	a := waitReady(t, e, ns, "a")
+	waitReady(t, e, ns, "b")
+	cm, s := waitSnapshot(t, e, ns, "a", "b")
+	return a, cm, s
+}
+
 // readyPolicy creates newPolicy(ns, name, 10) and waits until it is Ready.
 func readyPolicy(t testing.TB, e *kube.Env, ns, name string) {
 	t.Helper()

@@ -25,8 +25,7 @@ import (
 // TestCreateReady: a new policy becomes Ready with its status filled in, its script is
 // loaded on the Redis primary, and its namespace's snapshot holds its compiled form.
 func TestCreateReady(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	p := newPolicy(ns, "orders", 10)
 	create(t, e, p)
 	got := waitReady(t, e, ns, "orders")
@@ -97,8 +96,7 @@ func checkReadyStatus(t *testing.T, got *v1alpha1.RateLimitPolicy) *limiter.Scri
 // TestUpdate: changing a policy's requests publishes a new snapshot version holding the new
 // value, and the policy is Ready again for the new generation with that version.
 func TestUpdate(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	create(t, e, newPolicy(ns, "search", 10))
 	p := waitReady(t, e, ns, "search")
 	v1 := p.Status.Snapshot.Version
@@ -134,12 +132,8 @@ func TestUpdate(t *testing.T) {
 // TestDelete: a deleted policy leaves the snapshot before it goes; the namespace's last
 // policy takes the ConfigMap with it.
 func TestDelete(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "a", 10), newPolicy(ns, "b", 20))
-	a := waitReady(t, e, ns, "a")
-	waitReady(t, e, ns, "b")
-	waitSnapshot(t, e, ns, "a", "b")
+	e, ns := suiteNamespace(t)
+	a, _, _ := readyPair(t, e, ns)
 
 	if err := e.Client.Delete(context.Background(), a); err != nil {
 		t.Fatalf("delete a: %v", err)
@@ -190,8 +184,7 @@ func waitGone(t testing.TB, e *kube.Env, ns, name string) {
 // not compile is reported InvalidPolicy with the field, is not published, is not retried in a
 // loop, and does not disturb the namespace's other policies; fixing it makes it Ready.
 func TestInvalidPolicy(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	bad := newPolicy(ns, "bad", 10)
 	// Two limits share one key: CEL allows it, the limiter does not.
 	bad.Spec.Limits = append(bad.Spec.Limits, v1alpha1.Limit{Name: "per-minute", Requests: 100,
@@ -251,8 +244,7 @@ func TestInvalidPolicy(t *testing.T) {
 // the snapshot keeps the policy's last valid entry, the policy says it is invalid and that
 // its last version stays enforced, and fixing it publishes the fix.
 func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	readyPolicy(t, e, ns, "kept")
 	_, before := waitSnapshot(t, e, ns, "kept")
 	p, err := getPolicy(e, ns, "kept")
@@ -292,8 +284,7 @@ func TestInvalidEditKeepsLastValidVersion(t *testing.T) {
 // webhook (or before the key scope rule existed), is not Ready, says which prefix its keys
 // must begin with, and is not published; the namespace's other policies are.
 func TestStoredPolicyOutOfScope(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	thief := newPolicy(ns, "thief", 10)
 	thief.Spec.KeyLayout = &v1alpha1.KeyLayout{State: "{rl:victim/payments:${identity}}:${limit}"}
 	create(t, e, newPolicy(ns, "honest", 10), thief)

@@ -6,7 +6,6 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -103,13 +102,11 @@ func standaloneTopology(s *redistest.Server) redisconn.Topology {
 	return operator.StandaloneTopology(s.Addr())
 }
 
-// manager is one running controller-runtime manager with the operator's controllers.
+// manager is one running controller-runtime manager with the operator's controllers, and
+// the count of its API requests.
 type manager struct {
-	ctrl.Manager
-	cancel   context.CancelFunc
-	done     chan error
+	*operator.Manager
 	requests *requestCounter
-	stopOnce sync.Once
 }
 
 // startManager runs a manager as cmd/manager builds it (ConfigMaps cached by field selector
@@ -146,23 +143,9 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 			return nil, fmt.Errorf("set up tenancy: %w", err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &manager{Manager: mgr, cancel: cancel, done: make(chan error, 1), requests: counter}
-	go func() { m.done <- mgr.Start(ctx) }()
-	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-	defer cancelSync()
-	select {
-	case <-mgr.Elected():
-	case err := <-m.done:
-		cancel()
-		return nil, fmt.Errorf("manager exited while starting: %w", err)
-	case <-syncCtx.Done():
-		m.stop()
-		return nil, errors.New("manager did not start within 1m")
-	}
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		m.stop()
-		return nil, errors.New("manager caches did not sync within 1m")
+	m := &manager{Manager: operator.Launch(mgr), requests: counter}
+	if err := m.WaitSynced(time.Minute); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -191,23 +174,18 @@ func managerOptions(namespaces ...string) ctrl.Options {
 	return operator.ManagerOptions(namespaces...)
 }
 
-// stop cancels the manager and waits for it to return; again, it does nothing.
+// stop cancels the manager and waits for it to return; again, it does nothing. What goes
+// wrong is reported on stderr; a manager that does not stop fails the run.
 func (m *manager) stop() {
 	if m == nil {
 		return
 	}
-	m.stopOnce.Do(m.halt)
-}
-
-func (m *manager) halt() {
-	m.cancel()
-	select {
-	case err := <-m.done:
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "controller suite: manager: %v\n", err)
-		}
-	case <-time.After(30 * time.Second):
-		fmt.Fprintln(os.Stderr, "controller suite: manager did not stop within 30s")
+	err := m.Stop()
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "controller suite: %v\n", err)
+	if errors.Is(err, operator.ErrNotStopped) {
 		mainT.Errorf("manager did not stop within 30s")
 	}
 }

@@ -90,7 +90,6 @@ var rbacUsed = map[string][]string{
 // authorizes it exactly as a token of that account (user system:serviceaccount:<ns>:<name>,
 // groups system:serviceaccounts, system:serviceaccounts:<ns>, system:authenticated).
 func TestRBACUseGeneratedRoles(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	rds := redistest.StartServer(t, adminACL(t))
 	system := kube.NewNamespace(t, e, "rbac-system-")
@@ -300,7 +299,7 @@ func checkLeaderElectionRole(t *testing.T, e *kube.Env, cfg *rest.Config, rds *r
 		}
 		return fmt.Errorf("%d events, none about the lease", len(list.Items))
 	})
-	m.halt()
+	m.stop()
 }
 
 // checkRoleIsUsed fails when config/rbac/role.yaml grants more or less than rbacUsed.

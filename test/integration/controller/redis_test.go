@@ -60,8 +60,7 @@ func TestEveryClusterPrimary(t *testing.T) {
 // and Ready too. When Redis is back ScriptsLoaded turns True with no one touching the
 // policies, and the scripts are loaded into the restarted (empty) server.
 func TestRedisOutage(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	readyPolicy(t, e, ns, "before")
 
 	t.Cleanup(func() {
@@ -118,8 +117,7 @@ func waitRedisNoted(t *testing.T, e *kube.Env, ns, name string) {
 // TestScriptFlush: SCRIPT FLUSH on the standalone server is repaired within a few resync
 // periods, without the policy leaving Ready.
 func TestScriptFlush(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	readyPolicy(t, e, ns, "flush")
 	ctx := ctxFor(t)
 	rdb := standby.Client()

@@ -32,7 +32,6 @@ import (
 // of the namespace (whole objects), in the manager's complete stdout and stderr, or in its
 // /metrics output.
 func TestSecretNeverLeaks(t *testing.T) {
-	suite(t)
 	e := isolatedEnv(t)
 	password, wrong := "pw-"+randomHex(t), "wrong-"+randomHex(t)
 	rds := redistest.StartServer(t, redistest.WithPassword(password))

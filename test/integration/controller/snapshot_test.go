@@ -27,12 +27,8 @@ import (
 // TestHandEditedSnapshot: the snapshot ConfigMap is the controller's: an edit of its data,
 // labels or version annotation is put back to the canonical bytes, a delete is recreated.
 func TestHandEditedSnapshot(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
-	create(t, e, newPolicy(ns, "a", 10), newPolicy(ns, "b", 20))
-	waitReady(t, e, ns, "a")
-	waitReady(t, e, ns, "b")
-	cm, s := waitSnapshot(t, e, ns, "a", "b")
+	e, ns := suiteNamespace(t)
+	_, cm, s := readyPair(t, e, ns)
 	canonical := cm.Data[snapshot.DataKey]
 	ctx := context.Background()
 
@@ -118,8 +114,7 @@ func samplePolicies(t testing.TB, ns string) []*v1alpha1.RateLimitPolicy {
 // across reconciles that change nothing that is published, and across a controller restart,
 // which also leaves every policy's status and the ConfigMap untouched.
 func TestDeterminism(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	ps := samplePolicies(t, ns)
 	var names []string
 	for _, p := range ps {
@@ -339,8 +334,7 @@ func allReady(e *kube.Env, want int, opts ...client.ListOption) error {
 // TestCoalescing: 200 policies created at once in one namespace cost a handful of snapshot
 // writes, not one per policy, and the final snapshot holds them all.
 func TestCoalescing(t *testing.T) {
-	e := suite(t)
-	ns := kube.NewNamespace(t, e, "c-")
+	e, ns := suiteNamespace(t)
 	const n = 200
 	sw := watchSnapshots(t, e, client.InNamespace(ns))
 	metricBefore := counterValue(t, "ratelimit_snapshot_writes_total")

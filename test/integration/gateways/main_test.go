@@ -7,60 +7,50 @@
 package gateways_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
-
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
-// suite is what TestMain prepared: the pinned gateway modules on disk and a control plane
-// with their CRDs installed.
-var suite struct {
+// cp is the control plane with the CRDs of the gateway modules installed; gw holds those
+// modules, downloaded before it starts.
+var (
+	cp = &kube.Suite{Name: "gateways", CRDs: gw.download}
+	gw gatewaySuite
+)
+
+// gatewaySuite is the pinned gateway modules on disk, or why they are not.
+type gatewaySuite struct {
 	modules gatewayModules
-	modErr  error
-	env     *kube.Env
-	envErr  error
+	err     error
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	suite.modules, suite.modErr = downloadGatewayModules()
-	if suite.modErr != nil {
-		fmt.Fprintf(os.Stderr, "gateways: %v\n", suite.modErr)
-	} else {
-		paths := suite.modules.crdPaths()
-		suite.env, suite.envErr = kube.Start(func(te *envtest.Environment) {
-			te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, paths...)
-		})
-		if suite.envErr != nil {
-			fmt.Fprintf(os.Stderr, "gateways: %v\n", suite.envErr)
-		}
+// download fetches the pinned gateway modules and returns their CRD paths.
+func (g *gatewaySuite) download() ([]string, error) {
+	g.modules, g.err = downloadGatewayModules()
+	if g.err != nil {
+		return nil, g.err
 	}
-	code := m.Run()
-	if err := suite.env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "gateways: %v\n", err)
-	}
-	return code
+	return g.modules.crdPaths(), nil
 }
+
+func TestMain(m *testing.M) { os.Exit(cp.Run(m)) }
 
 // modules returns the downloaded gateway modules; without them the test fails under CI=true
 // and skips elsewhere.
 func modules(t *testing.T) gatewayModules {
 	t.Helper()
-	if suite.modErr != nil {
-		missing.Part(t, "gateway CRD modules pinned by hack/gatewaycrds/go.mod: %v", suite.modErr)
+	if gw.err != nil {
+		missing.Part(t, "gateway CRD modules pinned by hack/gatewaycrds/go.mod: %v", gw.err)
 	}
-	return suite.modules
+	return gw.modules
 }
 
 // env returns the control plane with the gateways' CRDs, as modules and kube.Require decide.
 func env(t *testing.T) *kube.Env {
 	t.Helper()
 	modules(t)
-	return kube.Require(t, suite.env, suite.envErr)
+	return cp.Env(t)
 }

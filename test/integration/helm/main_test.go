@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
@@ -39,43 +37,37 @@ var externalCRDs = map[string][]string{
 	},
 }
 
-// suite is what TestMain prepared: the helm binary and a control plane with the operator's
-// CRD and externalCRDs.
-var suite struct {
-	helm    string
-	helmErr error
-	env     *kube.Env
-	envErr  error
+// cp is the control plane with the operator's CRD and externalCRDs.
+var cp = &kube.Suite{Name: "helm", CRDs: externalCRDPaths}
+
+// helm is what TestMain prepared: the helm binary, or why there is none.
+var helm struct {
+	path string
+	err  error
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	suite.helm, suite.helmErr = helmBinary()
-	if suite.helmErr != nil {
-		fmt.Fprintf(os.Stderr, "helm: %v\n", suite.helmErr)
+func TestMain(m *testing.M) {
+	helm.path, helm.err = helmBinary()
+	if helm.err != nil {
+		fmt.Fprintf(os.Stderr, "helm: %v\n", helm.err)
 	}
+	os.Exit(cp.Run(m))
+}
+
+// externalCRDPaths downloads the modules of externalCRDs and returns the paths of their CRDs.
+func externalCRDPaths() ([]string, error) {
 	modules := slices.Sorted(maps.Keys(externalCRDs))
 	mods, err := pinnedmod.Download(filepath.Join(kube.RepoRoot(), "hack", "gatewaycrds"), modules...)
 	if err != nil {
-		suite.envErr = err
-	} else {
-		suite.env, suite.envErr = kube.Start(func(te *envtest.Environment) {
-			for _, mod := range modules {
-				for _, p := range externalCRDs[mod] {
-					te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, filepath.Join(mods[mod], filepath.FromSlash(p)))
-				}
-			}
-		})
+		return nil, err
 	}
-	if suite.envErr != nil {
-		fmt.Fprintf(os.Stderr, "helm: %v\n", suite.envErr)
+	var paths []string
+	for _, mod := range modules {
+		for _, p := range externalCRDs[mod] {
+			paths = append(paths, filepath.Join(mods[mod], filepath.FromSlash(p)))
+		}
 	}
-	code := m.Run()
-	if err := suite.env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "helm: %v\n", err)
-	}
-	return code
+	return paths, nil
 }
 
 // helmBinary is $HELM when set, else the helm pinned in hack/tools/go.mod, built (once; then
@@ -104,14 +96,14 @@ func helmBinary() (string, error) {
 // helmPath is the helm binary; without one the test fails under CI=true and skips elsewhere.
 func helmPath(t *testing.T) string {
 	t.Helper()
-	if suite.helmErr != nil {
-		missing.Part(t, "helm (pinned in hack/tools/go.mod): %v", suite.helmErr)
+	if helm.err != nil {
+		missing.Part(t, "helm (pinned in hack/tools/go.mod): %v", helm.err)
 	}
-	return suite.helm
+	return helm.path
 }
 
 // env is the control plane, as kube.Require decides.
 func env(t *testing.T) *kube.Env {
 	t.Helper()
-	return kube.Require(t, suite.env, suite.envErr)
+	return cp.Env(t)
 }

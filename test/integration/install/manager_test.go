@@ -1,15 +1,12 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,39 +21,18 @@ import (
 func TestManagerServesProbes(t *testing.T) {
 	bin, kubeconfig := managerWithKubeconfig(t)
 	probe, metrics := wait.FreeAddr(t), wait.FreeAddr(t)
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
+	p := proc.Start(t, "manager", exec.Command(bin, "--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metrics,
-		"--webhooks=false", "--redis-addrs", "127.0.0.1:1")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start manager: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("manager output:\n%s", out.String())
-		}
-	})
+		"--webhooks=false", "--redis-addrs", "127.0.0.1:1"))
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		waitHTTP(t, exited, "http://"+probe+path, http.StatusOK)
+		waitHTTP(t, p, "http://"+probe+path, http.StatusOK)
 	}
 	// Metrics are HTTPS and authenticated: an anonymous scrape is refused.
-	waitHTTP(t, exited, "https://"+metrics+"/metrics", http.StatusUnauthorized)
+	waitHTTP(t, p, "https://"+metrics+"/metrics", http.StatusUnauthorized)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("signal manager: %v", err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("manager exited with %v after SIGTERM", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("manager did not stop within 30s of SIGTERM")
+	if err := p.Stop(t, 30*time.Second); err != nil {
+		t.Fatalf("manager exited with %v after SIGTERM", err)
 	}
 }
 
@@ -91,20 +67,13 @@ func TestManagerRejectsBadRedisFlags(t *testing.T) {
 }
 
 // waitHTTP polls url until it answers want, failing when the process exits or 60s pass.
-func waitHTTP(t *testing.T, exited <-chan error, url string, want int) {
+func waitHTTP(t *testing.T, p *proc.Process, url string, want int) {
 	t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// The metrics certificate is self-signed; this test checks auth, not the chain.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
-	wait.HTTPStatus(t, hc, url, want, 60*time.Second, func() error {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("manager %w", wait.Exit(err))
-		default:
-			return nil
-		}
-	})
+	wait.HTTPStatus(t, hc, url, want, 60*time.Second, p.Gone)
 }
 
 // TestManagerRefusesABadKeyPrefix: a key prefix that cannot keep namespaces apart (here one

@@ -152,7 +152,7 @@ func sidecarMetrics(t *testing.T, bin string) map[string]*dto.MetricFamily {
 	p := start(t, "sidecar", bin, "--namespace", ns, "--snapshot-file", snap,
 		"--http-bind-address", check, "--grpc-bind-address", wait.FreeAddr(t), "--metrics-bind-address", metrics,
 		"--redis-addrs", srv.Addr(), "--redis-timeout", "2s", "--drain-delay", "0s")
-	wait.HTTPStatus(t, nil, "http://"+metrics+"/readyz", http.StatusOK, time.Minute, p.gone)
+	wait.HTTPStatus(t, nil, "http://"+metrics+"/readyz", http.StatusOK, time.Minute, p.Gone)
 
 	decide := func(policy, identity string) string {
 		t.Helper()
@@ -201,7 +201,7 @@ func managerMetrics(t *testing.T, e *kube.Env, bin string) map[string]*dto.Metri
 	probe, metrics := wait.FreeAddr(t), wait.FreeAddr(t)
 	p := start(t, "manager", bin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", probe,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--webhooks=false", "--redis-addrs", srv.Addr())
-	wait.HTTPStatus(t, nil, "http://"+probe+"/readyz", http.StatusOK, time.Minute, p.gone)
+	wait.HTTPStatus(t, nil, "http://"+probe+"/readyz", http.StatusOK, time.Minute, p.Gone)
 
 	ns := kube.NewNamespace(t, e, "obs-")
 	good := policytest.New(ns, "good")
@@ -230,40 +230,10 @@ func managerMetrics(t *testing.T, e *kube.Env, bin string) map[string]*dto.Metri
 	return parseMetrics(t, text)
 }
 
-// process is a running binary whose output is shown when the test fails.
-type process struct {
-	exited chan error
-}
-
-// gone is HTTPStatus's check that the process still runs.
-func (p *process) gone() error {
-	select {
-	case err := <-p.exited:
-		return fmt.Errorf("exited: %w", wait.Exit(err))
-	default:
-		return nil
-	}
-}
-
-func start(t *testing.T, name, bin string, args ...string) *process {
+// start starts bin with args as name (proc.Start).
+func start(t *testing.T, name, bin string, args ...string) *proc.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out := &proc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &process{exited: make(chan error, 1)}
-	done := make(chan struct{})
-	go func() { p.exited <- cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-	})
-	return p
+	return proc.Start(t, name, exec.Command(bin, args...))
 }
 
 // scrape is the text of http://addr/metrics.

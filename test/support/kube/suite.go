@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // Suite is the control plane one test binary shares: TestMain calls Run, each test calls Env.
@@ -12,6 +14,9 @@ type Suite struct {
 	Name string
 	// Webhooks serves the operator's admission webhooks in-process (StartWebhooks).
 	Webhooks bool
+	// CRDs, when set, is called before the start for more CRD files or directories to install
+	// beside the operator's (not with Webhooks); its error is the control plane's start error.
+	CRDs func() ([]string, error)
 
 	env *Env
 	err error
@@ -20,11 +25,7 @@ type Suite struct {
 // Run starts the control plane, runs the tests and stops it again, returning the exit code
 // for os.Exit. A control plane that does not start is reported here and then by each test.
 func (s *Suite) Run(m *testing.M) int {
-	if s.Webhooks {
-		s.env, s.err = StartWebhooks()
-	} else {
-		s.env, s.err = Start()
-	}
+	s.env, s.err = s.start()
 	if s.err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, s.err)
 	}
@@ -33,6 +34,23 @@ func (s *Suite) Run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 	}
 	return code
+}
+
+// start starts the control plane: with the webhooks, or with the CRDs s.CRDs names.
+func (s *Suite) start() (*Env, error) {
+	if s.Webhooks {
+		return StartWebhooks()
+	}
+	if s.CRDs == nil {
+		return Start()
+	}
+	paths, err := s.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	return Start(func(te *envtest.Environment) {
+		te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, paths...)
+	})
 }
 
 // Env returns the shared control plane, as Require decides: it fails the test (CI) or skips

@@ -4,10 +4,7 @@
 package operator
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,15 +55,6 @@ func StandaloneTopology(addr string) redisconn.Topology {
 	return redisconn.Topology{Mode: redisconn.ModeStandalone, Addrs: []string{addr}}
 }
 
-// Manager is one running manager with the operator's controllers.
-type Manager struct {
-	ctrl.Manager
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
-}
-
 // Start runs a manager with ManagerOptions(namespaces...) and controller.Setup bound to rdb
 // (the script loader checking every resync), and returns once its caches are synced.
 func Start(cfg *rest.Config, rdb redis.UniversalClient, topo redisconn.Topology, resync time.Duration, namespaces ...string) (*Manager, error) {
@@ -82,23 +70,9 @@ func StartWith(cfg *rest.Config, rdb redis.UniversalClient, topo redisconn.Topol
 	if err := controller.Setup(mgr, rdb, topo, conf); err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{Manager: mgr, cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- mgr.Start(ctx) }()
-	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-	defer cancelSync()
-	select {
-	case <-mgr.Elected():
-	case err := <-m.done:
-		cancel()
-		return nil, fmt.Errorf("manager exited while starting: %w", err)
-	case <-syncCtx.Done():
-		_ = m.Stop()
-		return nil, errors.New("manager did not start within 1m")
-	}
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		_ = m.Stop()
-		return nil, errors.New("manager caches did not sync within 1m")
+	m := Launch(mgr)
+	if err := m.WaitSynced(time.Minute); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -117,24 +91,4 @@ func StartT(t testing.TB, cfg *rest.Config, rdb redis.UniversalClient, topo redi
 		}
 	})
 	return m
-}
-
-// Stop cancels the manager and waits (up to 30 s) for it to return; again, it returns the
-// first outcome.
-func (m *Manager) Stop() error {
-	if m == nil {
-		return nil
-	}
-	m.once.Do(func() {
-		m.cancel()
-		select {
-		case err := <-m.done:
-			if err != nil {
-				m.err = fmt.Errorf("manager: %w", err)
-			}
-		case <-time.After(30 * time.Second):
-			m.err = errors.New("manager did not stop within 30s")
-		}
-	})
-	return m.err
 }

@@ -31,7 +31,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/forwardauth"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchstore"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
@@ -221,7 +221,7 @@ func measure(ctx context.Context, cfg Config, name, url string, fa bool) (Row, e
 
 // startFront serves the forward-auth front on loopback over an engine on rdb.
 func startFront(rdb *redis.Client) (addr string, stop func(), err error) {
-	store, err := newStore()
+	store, err := benchstore.Load(namespace, apiPolicy())
 	if err != nil {
 		return "", nil, err
 	}
@@ -239,29 +239,6 @@ func startFront(rdb *redis.Client) (addr string, stop func(), err error) {
 		return "", nil, err
 	}
 	return addr, func() { stopSrv(); lim.Close() }, nil
-}
-
-// newStore is a store holding apiPolicy, compiled as the controller does.
-func newStore() (*engine.Store, error) {
-	compiled, errs := (policy.Rules{}).Compile(apiPolicy())
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("compile: %w", errs.ToAggregate())
-	}
-	e := compiled.Entry
-	s := &snapshot.Snapshot{Namespace: namespace, Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}},
-		Policies: []snapshot.Entry{e}, Scripts: []snapshot.Script{{Name: e.Script, SHA: e.SHA}}}
-	if err := s.Seal(); err != nil {
-		return nil, fmt.Errorf("seal snapshot: %w", err)
-	}
-	data, err := s.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("marshal snapshot: %w", err)
-	}
-	store := &engine.Store{Namespace: namespace, Log: logr.Discard()}
-	if err := store.Load(data, "bench"); err != nil {
-		return nil, fmt.Errorf("load snapshot: %w", err)
-	}
-	return store, nil
 }
 
 // serve serves h on a loopback listener with Go's defaults.

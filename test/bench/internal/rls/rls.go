@@ -33,7 +33,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/envoyrls"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchstore"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/h2grpc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
@@ -80,34 +80,11 @@ func (p Policy) RateLimitPolicy() *v1alpha1.RateLimitPolicy {
 // NewStore compiles ps into one sealed snapshot (as the controller publishes it) and loads
 // it into a sidecar Store.
 func NewStore(ps ...Policy) (*engine.Store, error) {
-	s := &snapshot.Snapshot{Namespace: Namespace,
-		Redis: snapshot.Redis{Mode: "standalone", Addrs: []string{"127.0.0.1:6379"}}}
-	scripts := map[string]snapshot.Script{}
-	for _, p := range ps {
-		rlp := p.RateLimitPolicy()
-		compiled, errs := (policy.Rules{}).Compile(rlp)
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("compile %s: %w", p.Name, errs.ToAggregate())
-		}
-		e := compiled.Entry
-		s.Policies = append(s.Policies, e)
-		if _, ok := scripts[e.Script]; !ok {
-			scripts[e.Script] = snapshot.Script{Name: e.Script, SHA: e.SHA}
-			s.Scripts = append(s.Scripts, scripts[e.Script])
-		}
+	rlps := make([]*v1alpha1.RateLimitPolicy, len(ps))
+	for i, p := range ps {
+		rlps[i] = p.RateLimitPolicy()
 	}
-	if err := s.Seal(); err != nil {
-		return nil, fmt.Errorf("seal snapshot: %w", err)
-	}
-	data, err := s.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("marshal snapshot: %w", err)
-	}
-	store := &engine.Store{Namespace: Namespace, Log: logr.Discard()}
-	if err := store.Load(data, "bench"); err != nil {
-		return nil, fmt.Errorf("load snapshot: %w", err)
-	}
-	return store, nil
+	return benchstore.Load(Namespace, rlps...)
 }
 
 // Client names a load client.
