@@ -17,14 +17,6 @@ import (
 // A lease is now spent only once every replica has acknowledged it, so leases add nothing
 // to what a failover loses.
 
-// failoverLimit is the limit of the failover runs; failoverLease the most a lease holds
-// (a quarter of the limit, as the share of 4 grants from a fresh identity).
-const (
-	failoverLimit = 100
-	failoverLease = 25
-	failoverLag   = 5
-)
-
 // TestLeasesAddNothingAFailoverLoses runs the failover of a primary with a lagging replica
 // without and with leases, for every algorithm: the run with leases must admit no more than
 // the run without.
@@ -34,7 +26,7 @@ func TestLeasesAddNothingAFailoverLoses(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			without := failoverRun(t, alg, false)
 			with := failoverRun(t, alg, true)
-			t.Logf("%s: limit %d; admitted %d without leases, %d with leases", alg, failoverLimit, without, with)
+			t.Logf("%s: limit %d; admitted %d without leases, %d with leases", alg, failover.ScenarioLimit, without, with)
 			if with > without {
 				t.Fatalf("leases admitted %d, %d more than without leases (%d): a failover handed leased units out twice",
 					with, with-without, without)
@@ -43,10 +35,10 @@ func TestLeasesAddNothingAFailoverLoses(t *testing.T) {
 	}
 }
 
-// failoverRun checks one identity of a limit of failoverLimit per hour on a primary with a
-// replica: failoverLag checks while the replica's link is held (it receives nothing of the
-// replication stream), then the primary is killed, the replica promoted, and the
-// same limiter, its client now dialling the promoted replica, checks until Redis denies.
+// failoverRun runs failover's scenario: one identity of a limit of ScenarioLimit per hour on
+// a primary with a replica, ScenarioLag checks while the replica's link is held (it receives
+// nothing of the replication stream), then the primary is killed, the replica promoted, and
+// the same limiter, its client now dialling the promoted replica, checks until Redis denies.
 // It returns how many were admitted in all.
 func failoverRun(t *testing.T, alg Algorithm, leases bool) int64 {
 	t.Helper()
@@ -58,14 +50,14 @@ func failoverRun(t *testing.T, alg Algorithm, leases bool) int64 {
 	rdb := pair.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := newLimiter(t, rdb, Options{Timeout: time.Second, BreakerCooldown: 20 * time.Millisecond,
-		Leases: LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failoverLease}})
-	p := newPolicy(t, alg, FailClosed, perHour("hour", failoverLimit))
+		Leases: LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failover.ScenarioLease}})
+	p := newPolicy(t, alg, FailClosed, perHour("hour", failover.ScenarioLimit))
 	if leases {
-		p = leasePolicy(t, alg, perHour("hour", failoverLimit))
+		p = leasePolicy(t, alg, perHour("hour", failover.ScenarioLimit))
 	}
 	pair.Link.Hold()
 	admitted := int64(0)
-	for range failoverLag {
+	for range failover.ScenarioLag {
 		if d := l.Check(ctx, p, Request{Identity: "hot"}); d.Allowed {
 			admitted++
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
 )
 
 // printFCallReplicas is the section of issue 25: the tenant call path, leases across a
@@ -61,12 +62,12 @@ func printFailovers(p func(string, ...any), f *fcallReplicas) {
 		"dialling the promoted replica, checks until Redis denies. One run per cell, on fresh servers. The leases' excess (with − without) must be 0: "+
 		"anything above fails the command. What remains is the bound: the checks Redis decided one by one in the replication lag, counted only by "+
 		"the primary that died, are lost with or without leases, as any asynchronously replicated write is.\n\n",
-		failoverLimit, failoverLease, failoverLag)
+		failover.ScenarioLimit, failover.ScenarioLease, failover.ScenarioLag)
 	t := newTable("algorithm", "limit", "admitted without leases", "admitted with leases", "leases' excess", "bound, with or without leases (limit + checks in the lag)")
 	t.left[0] = true
 	for _, r := range f.failovers {
-		t.add(string(r.alg), fmt.Sprint(failoverLimit), fmt.Sprint(r.without), fmt.Sprint(r.with), fmt.Sprint(r.excess()),
-			fmt.Sprint(failoverLimit+failoverLag))
+		t.add(string(r.alg), fmt.Sprint(failover.ScenarioLimit), fmt.Sprint(r.without), fmt.Sprint(r.with), fmt.Sprint(r.excess()),
+			fmt.Sprint(failover.ScenarioLimit+failover.ScenarioLag))
 	}
 	p("%s\n", t)
 }

@@ -18,15 +18,6 @@ import (
 // internal/limiter/leasefailover_test.go without and with leases and reports both counts:
 // leases must add nothing to what the failover loses.
 
-// The failover runs' limit (per hour: nothing refills meanwhile), the most one lease holds
-// (a quarter of the limit, the share of a fresh identity's first lease), and the checks
-// made while the replica receives nothing.
-const (
-	failoverLimit = 100
-	failoverLease = 25
-	failoverLag   = 5
-)
-
 // failoverRow is one algorithm's failover, without and with leases: how many checks were
 // admitted in all.
 type failoverRow struct {
@@ -60,10 +51,10 @@ func measureFailovers(ctx context.Context) ([]failoverRow, error) {
 	return rows, nil
 }
 
-// failoverRun checks one identity (limit failoverLimit per hour) failoverLag times while the
-// replica's link is held, fails over to the replica, and checks on through the same limiter,
-// its client now dialling the promoted replica, until Redis denies. It returns how many
-// were admitted in all.
+// failoverRun runs failover's scenario: one identity (ScenarioLimit per hour) checked
+// ScenarioLag times while the replica's link is held, a failover to the replica, and checks
+// on through the same limiter, its client now dialling the promoted replica, until Redis
+// denies. It returns how many were admitted in all.
 func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admitted int64, err error) {
 	procs := redistest.NewProcs()
 	defer func() { err = errors.Join(err, procs.Close()) }()
@@ -77,7 +68,7 @@ func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admit
 	rdb := pair.Client()
 	defer func() { _ = rdb.Close() }()
 	l, err := limiter.New(rdb, limiter.Options{Timeout: time.Second, BreakerCooldown: 20 * time.Millisecond,
-		Leases: limiter.LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failoverLease}})
+		Leases: limiter.LeaseOptions{HotRate: 1, Span: 5 * time.Second, MaxUnits: failover.ScenarioLease}})
 	if err != nil {
 		return 0, fmt.Errorf("limiter: %w", err)
 	}
@@ -87,7 +78,7 @@ func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admit
 		return 0, err
 	}
 	pair.Link.Hold()
-	admitted = checkTimes(ctx, l, p, failoverLag)
+	admitted = checkTimes(ctx, l, p, failover.ScenarioLag)
 	if err := pair.Fail(ctx); err != nil {
 		return admitted, err
 	}
@@ -95,10 +86,10 @@ func failoverRun(ctx context.Context, alg limiter.Algorithm, leases bool) (admit
 	return admitted + n, err
 }
 
-// failoverPolicy is the failover runs' policy: FailClosed, failoverLimit per hour, leases on
+// failoverPolicy is the failover runs' policy: FailClosed, ScenarioLimit per hour, leases on
 // or off.
 func failoverPolicy(alg limiter.Algorithm, leases bool) (*limiter.Policy, error) {
-	p, err := newPolicy(alg, "bench", "failover", limiter.Limit{Name: "hour", Requests: failoverLimit, Period: time.Hour}, 0, limiter.FailClosed)
+	p, err := newPolicy(alg, "bench", "failover", limiter.Limit{Name: "hour", Requests: failover.ScenarioLimit, Period: time.Hour}, 0, limiter.FailClosed)
 	if err != nil {
 		return nil, err
 	}

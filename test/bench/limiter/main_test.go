@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/failover"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
@@ -169,9 +170,9 @@ func checkCallPaths(t *testing.T, f *fcallReplicas) {
 func checkFailovers(t *testing.T, rows []failoverRow) {
 	t.Helper()
 	for _, r := range rows {
-		if r.without < failoverLimit || r.without > failoverLimit+failoverLag || r.excess() != 0 {
+		if r.without < failover.ScenarioLimit || r.without > failover.ScenarioLimit+failover.ScenarioLag || r.excess() != 0 {
 			t.Errorf("%s failover: %d admitted without leases, %d with; want %d to %d, and no more with leases",
-				r.alg, r.without, r.with, failoverLimit, failoverLimit+failoverLag)
+				r.alg, r.without, r.with, failover.ScenarioLimit, failover.ScenarioLimit+failover.ScenarioLag)
 		}
 	}
 }

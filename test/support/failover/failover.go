@@ -19,6 +19,16 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
+// The lease-failover scenario (issue 25, item 4) that the limiter's test and the bench both
+// run: a limit per hour (nothing refills meanwhile), the most one lease holds (a quarter of
+// the limit, the share of a fresh identity's first lease), and the checks made while the
+// replica receives nothing.
+const (
+	ScenarioLimit = 100
+	ScenarioLease = 25
+	ScenarioLag   = 5
+)
+
 // Pair is a primary, its replica and the relay between them. Hold the relay (Link.Hold) to
 // make the replica lag; Fail to lose the primary.
 type Pair struct {

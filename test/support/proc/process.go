@@ -28,18 +28,10 @@ type Process struct {
 // failed.
 func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 	t.Helper()
-	p := &Process{Cmd: cmd, Out: &Buffer{}, name: name, exited: make(chan struct{})}
-	if cmd.Stdout == nil {
-		cmd.Stdout = p.Out
+	p, err := Launch(name, cmd)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd.Stderr = p.Out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.exited
@@ -49,6 +41,27 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 	})
 	return p
 }
+
+// Launch is Start for a program that is not a test (a bench): the caller stops the process
+// (Halt) when it is done with it.
+func Launch(name string, cmd *exec.Cmd) (*Process, error) {
+	p := &Process{Cmd: cmd, Out: &Buffer{}, name: name, exited: make(chan struct{})}
+	if cmd.Stdout == nil {
+		cmd.Stdout = p.Out
+	}
+	cmd.Stderr = p.Out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Gone is nil while the process runs, and how it exited once it has (wait.Exit): the check
 // wait.HTTPStatus makes between its polls.

@@ -9,41 +9,32 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 )
 
 // process is a proxy this package started, stopped by its PID.
 type process struct {
-	name   string
-	addr   string
-	cmd    *exec.Cmd
-	dir    string
-	exited chan struct{}
-	out    strings.Builder
+	*proc.Process
+	addr string
+	dir  string
 }
 
 // stop sends SIGTERM, then SIGKILL after 5s, and removes the process's directory.
 func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	p.Halt(5 * time.Second)
 	_ = os.RemoveAll(p.dir)
 }
 
 // start runs cmd as name and waits until addr accepts connections.
 func start(name, addr, dir string, cmd *exec.Cmd) (*process, error) {
-	p := &process{name: name, addr: addr, cmd: cmd, dir: dir, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &p.out, &p.out
-	if err := cmd.Start(); err != nil {
+	pr, err := proc.Launch(name, cmd)
+	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, err
 	}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
+	p := &process{Process: pr, addr: addr, dir: dir}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -52,9 +43,9 @@ func start(name, addr, dir string, cmd *exec.Cmd) (*process, error) {
 			return p, nil
 		}
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s exited before listening: %s", name, p.out.String())
+			return nil, fmt.Errorf("%s exited before listening: %s", name, p.Out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
