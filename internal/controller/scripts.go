@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -103,18 +104,12 @@ func (l *ScriptLoader) known() (ok bool, err error) {
 
 // Start implements manager.Runnable: a periodic check until ctx ends.
 func (l *ScriptLoader) Start(ctx context.Context) error {
-	t := time.NewTicker(l.resync())
-	defer t.Stop()
-	for {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := l.sync(ctx); err != nil {
 			l.Log.Info("scripts not loaded; will retry", "error", err.Error())
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, l.resync())
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every replica may load.

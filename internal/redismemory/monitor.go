@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
@@ -92,21 +93,15 @@ func (m *Monitor) Start(ctx context.Context) error {
 	if m.ScanCount > 0 {
 		tick = min(tick, m.scanInterval())
 	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
 	var nextCheck time.Time
-	for {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		check := !time.Now().Before(nextCheck)
 		if check {
 			nextCheck = time.Now().Add(m.checkInterval())
 		}
 		m.Round(ctx, check)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, tick)
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the leader asks.

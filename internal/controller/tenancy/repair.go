@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
@@ -39,16 +40,8 @@ func (p *Repairer) Start(ctx context.Context) error {
 	if resync <= 0 {
 		resync = 10 * time.Second
 	}
-	t := time.NewTicker(resync)
-	defer t.Stop()
-	for {
-		p.round(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	wait.NonSlidingUntilWithContext(ctx, p.round, resync)
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
