@@ -30,22 +30,33 @@ type original struct {
 // forwardAuthRequest reads the original request from Caddy's and Traefik's X-Forwarded-*
 // headers.
 func forwardAuthRequest(r *http.Request) (original, error) {
-	vs, err := requiredAll(r.Header, headerForwardedMethod, headerForwardedURI, headerForwardedHost)
-	if err != nil {
-		return original{}, err
+	h := r.Header
+	var o original
+	var err error
+	if o.method, err = required(h, headerForwardedMethod); err != nil {
+		return o, err
 	}
-	return original{method: vs[0], target: vs[1], host: vs[2]}, nil
+	if o.target, err = required(h, headerForwardedURI); err != nil {
+		return o, err
+	}
+	o.host, err = required(h, headerForwardedHost)
+	return o, err
 }
 
 // authRequestRequest reads the original request from nginx's X-Original-URL
 // (scheme://host/path?query) and X-Original-Method. A host query parameter of the auth
 // request itself (routedHost) replaces X-Original-URL's host.
 func authRequestRequest(r *http.Request) (original, error) {
-	vs, err := requiredAll(r.Header, headerOriginalMethod, headerOriginalURL)
-	if err != nil {
-		return original{}, err
+	h := r.Header
+	var o original
+	var err error
+	if o.method, err = required(h, headerOriginalMethod); err != nil {
+		return o, err
 	}
-	o, raw := original{method: vs[0]}, vs[1]
+	raw, err := required(h, headerOriginalURL)
+	if err != nil {
+		return o, err
+	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || (!strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https")) {
 		return o, fmt.Errorf("header X-Original-URL: %q is not an absolute http(s) URL", raw)
@@ -104,20 +115,6 @@ func required(h http.Header, name string) (string, error) {
 	default:
 		return strings.TrimSpace(vs[0]), nil
 	}
-}
-
-// requiredAll is the one value of each header of names, in their order: the first missing,
-// empty or repeated one is an error naming it.
-func requiredAll(h http.Header, names ...string) ([]string, error) {
-	vs := make([]string, len(names))
-	for i, name := range names {
-		v, err := required(h, name)
-		if err != nil {
-			return nil, err
-		}
-		vs[i] = v
-	}
-	return vs, nil
 }
 
 // originalHeader is the original request's header as the upstream receives it, and the
