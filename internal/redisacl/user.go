@@ -74,6 +74,16 @@ func TenantCommands(cluster bool, db int, allowEvalSHA bool) []string {
 	return out
 }
 
+// TenantUser is namespace ns's user as tenancy mode makes it: named userPrefix + ns, its keys
+// those of ns under keyPrefix (KeyPattern), running commands, accepting the password hashes.
+func TenantUser(userPrefix, keyPrefix, ns string, commands, hashes []string) (User, error) {
+	pattern, err := KeyPattern(keyPrefix, ns)
+	if err != nil {
+		return User{}, err
+	}
+	return User{Name: userPrefix + ns, PasswordHashes: hashes, KeyPatterns: []string{pattern}, Commands: commands}, nil
+}
+
 // KeyPattern is the pattern of every key of one namespace: "{" + keyPrefix + namespace + "/*".
 // The key-scope rule makes every key template of a policy begin with that text, so the
 // pattern admits the namespace's keys and nothing else (not even "{rl:shopping/..." for

@@ -129,13 +129,8 @@ func newSharedRedis(t *testing.T, policy string) *sharedRedis {
 		shop: newRigAt(t, srv, limiter.Options{}, httpserver.DefaultLimits(), newPolicy("orders", v1alpha1.AlgorithmFixedWindow, 1, time.Hour))}
 	_, nodes := connectAs(t, srv, adminUser, adminPass)
 	users := &redisacl.Users{Nodes: nodes, Prefix: tenantPrefix}
-	pattern, err := redisacl.KeyPattern("", "bank")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const bankPass = "bank-pa55"
-	if err := users.Ensure(s.ctx, redisacl.User{Name: tenantPrefix + "bank", PasswordHashes: []string{redisacl.HashPassword(bankPass)},
-		KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(false, 0, false)}); err != nil {
+	if err := users.Ensure(s.ctx, redisclient.Tenant(t, tenantPrefix, "bank", false, bankPass)); err != nil {
 		t.Fatal(err)
 	}
 	s.bank, _ = connectAs(t, srv, tenantPrefix+"bank", bankPass)

@@ -63,16 +63,14 @@ func newTenants(t *testing.T, namespaces ...string) *tenants {
 	users := &redisacl.Users{Nodes: redisacl.ServerNodes(admin.(*redis.Client)), Prefix: userPrefix} //nolint:forcetypeassert // standalone
 	ctx := context.Background()
 	for _, ns := range namespaces {
-		pattern, err := redisacl.KeyPattern("", ns)
-		if err != nil {
-			t.Fatal(err)
-		}
 		password, err := redisacl.NewPassword()
 		if err != nil {
 			t.Fatal(err)
 		}
-		user := redisacl.User{Name: userPrefix + ns, PasswordHashes: []string{redisacl.HashPassword(password)},
-			KeyPatterns: []string{pattern}, Commands: tenantCommands}
+		user, err := redisacl.TenantUser(userPrefix, "", ns, tenantCommands, []string{redisacl.HashPassword(password)})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := users.Ensure(ctx, user); err != nil {
 			t.Fatalf("user of %s: %v", ns, err)
 		}

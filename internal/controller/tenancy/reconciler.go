@@ -96,12 +96,7 @@ func (r *Reconciler) secret(ctx context.Context, ns string) (*corev1.Secret, err
 
 // user is the namespace's ACL user accepting the passwords hashed.
 func (r *Reconciler) user(ns string, hashes []string) (redisacl.User, error) {
-	pattern, err := redisacl.KeyPattern(r.KeyPrefix, ns)
-	if err != nil {
-		return redisacl.User{}, err
-	}
-	return redisacl.User{Name: r.userName(ns), PasswordHashes: hashes, KeyPatterns: []string{pattern},
-		Commands: r.Commands}, nil
+	return redisacl.TenantUser(r.UserPrefix, r.KeyPrefix, ns, r.Commands, hashes)
 }
 
 func (r *Reconciler) userName(ns string) string { return r.UserPrefix + ns }

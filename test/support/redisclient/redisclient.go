@@ -1,6 +1,7 @@
 // Package redisclient connects tests to Redis as a given ACL user, the way the manager and
-// the sidecars build their clients, and builds a namespace's user as the operator does. It lives apart from test/support/redis, which the
-// packages it imports test themselves with.
+// the sidecars build their clients, and builds a namespace's user as the operator does. It
+// lives apart from test/support/redistest, which the packages it imports test themselves
+// with.
 package redisclient
 
 import (

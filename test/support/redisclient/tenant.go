@@ -6,18 +6,18 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 )
 
-// Tenant is namespace ns's Redis user as the operator builds it in tenancy mode: named
-// prefix+ns, its keys those of ns under the default key layout (redisacl.KeyPattern), the
-// commands of redisacl.TenantCommands (database 0, no EVALSHA), accepting the passwords.
+// Tenant is namespace ns's Redis user as the operator builds it in tenancy mode
+// (redisacl.TenantUser under the default key layout), with the commands of
+// redisacl.TenantCommands (database 0, no EVALSHA), accepting the passwords.
 func Tenant(t testing.TB, prefix, ns string, cluster bool, passwords ...string) redisacl.User {
 	t.Helper()
-	pattern, err := redisacl.KeyPattern("", ns)
-	if err != nil {
-		t.Fatalf("redisclient: key pattern of %s: %v", ns, err)
+	hashes := make([]string, len(passwords))
+	for i, p := range passwords {
+		hashes[i] = redisacl.HashPassword(p)
 	}
-	u := redisacl.User{Name: prefix + ns, KeyPatterns: []string{pattern}, Commands: redisacl.TenantCommands(cluster, 0, false)}
-	for _, p := range passwords {
-		u.PasswordHashes = append(u.PasswordHashes, redisacl.HashPassword(p))
+	u, err := redisacl.TenantUser(prefix, "", ns, redisacl.TenantCommands(cluster, 0, false), hashes)
+	if err != nil {
+		t.Fatalf("redisclient: user of %s: %v", ns, err)
 	}
 	return u
 }
