@@ -78,7 +78,7 @@ func report() {
 func need(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("a real cluster is not short")
+		missing.Part(t, "a real cluster is not short (-short)")
 	}
 	suite.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
