@@ -9,6 +9,7 @@ import (
 // who the caller is, how requests are counted, and what happens when Redis is away.
 //
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || self.limits.all(l, !has(l.burst))",message="burst is only allowed when algorithm is TokenBucket or GCRA",fieldPath=".limits"
+// +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || !has(self.tiers) || self.tiers.all(t, t.limits.all(l, !has(l.burst)))",message="burst is only allowed when algorithm is TokenBucket or GCRA",fieldPath=".tiers"
 // +kubebuilder:validation:XValidation:rule="self.failureMode == 'LocalCap' ? has(self.localCap) : !has(self.localCap)",message="localCap must be set when failureMode is LocalCap, and only then",fieldPath=".localCap"
 // +kubebuilder:validation:XValidation:rule="!self.identity.sources.exists(s, s.type == 'Descriptor') || (has(self.match) && has(self.match.envoy))",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.sources"
 // +kubebuilder:validation:XValidation:rule="!has(self.idempotency) || !has(self.idempotency.descriptorKey) || (has(self.match) && has(self.match.envoy))",message="idempotency.descriptorKey needs match.envoy",fieldPath=".idempotency.descriptorKey"
@@ -54,6 +55,16 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	Limits []Limit `json:"limits"`
+
+	// tiers are named plans with their own limits, each chosen per request by a CEL
+	// condition; the first tier whose condition holds applies, spec.limits (the tier named
+	// default) when none does. A caller moved from one tier to another keeps what it has
+	// used of every limit the two tiers share by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Tiers []Tier `json:"tiers,omitempty"`
 
 	// cost is the weight a request debits from every limit. Defaults to 1 per request.
 	// +optional

@@ -19,9 +19,7 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 		StateKey: e.StateKey, IdempotencyKey: e.IdempotencyKey, TTL: ms(e.TTLMs),
 		FailureMode: limiter.FailureMode(e.FailureMode), Leases: e.Leases, Shards: int(e.Shards),
 	}
-	for _, l := range e.Limits {
-		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
-	}
+	c.Limits = limits(e.Limits)
 	if id := e.Idempotency; id != nil {
 		c.IdempotencyTTL = ms(id.TTLMs)
 		c.IdempotencyMaxReplays = limiter.DefaultMaxReplays
@@ -33,6 +31,42 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}
 	}
 	return c
+}
+
+// OfTier is Of for tier i of entry e (e.Tiers[i]): the same policy with the tier's limits.
+// Tiers share the policy's state keys, so a limit of one name counts in one state whatever
+// the tier.
+func OfTier(namespace string, e snapshot.Entry, i int) limiter.Spec {
+	c := Of(namespace, e)
+	c.Limits = limits(e.Tiers[i].Limits)
+	return c
+}
+
+// Horizon is the longest horizon of entry e's tiers, the default tier's included: the
+// shortest TTL that keeps every tier's state while it still counts.
+func Horizon(namespace string, e snapshot.Entry) time.Duration {
+	c := Of(namespace, e)
+	h := limiter.Horizon(c.Algorithm, c.Limits)
+	for i := range e.Tiers {
+		t := OfTier(namespace, e, i)
+		h = max(h, limiter.Horizon(t.Algorithm, t.Limits))
+	}
+	return h
+}
+
+// CompileTier is the limiter's policy of tier i of entry e (see Compile).
+func CompileTier(namespace string, e snapshot.Entry, i int, functions bool) (*limiter.Policy, error) {
+	c := OfTier(namespace, e, i)
+	c.Functions = functions
+	return limiter.NewPolicy(c)
+}
+
+func limits(ls []snapshot.Limit) []limiter.Limit {
+	out := make([]limiter.Limit, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
+	}
+	return out
 }
 
 // Compile is the limiter's policy of entry e of namespace; functions calls its scripts as

@@ -48,27 +48,28 @@ func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) 
 	entry := Entry(p)
 	c := limiterspec.Of(p.Namespace, entry)
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
-		c.TTL = limiter.Horizon(c.Algorithm, c.Limits)
+		c.TTL = limiterspec.Horizon(p.Namespace, entry)
 	}
 	compiled, err := limiter.NewPolicy(c)
 	if err != nil {
-		errs = append(errs, fieldErrors(err)...)
+		errs = append(errs, fieldErrors(specPath, err)...)
 	}
+	errs = append(errs, checkTiers(p.Namespace, entry, c.TTL)...)
 	if len(errs) > 0 {
 		return Compiled{}, errs
 	}
 	return Compiled{Entry: entry, Limiter: compiled}, nil
 }
 
-// fieldErrors maps the limiter's spec-relative field errors onto spec paths.
-func fieldErrors(err error) field.ErrorList {
+// fieldErrors maps the limiter's spec-relative field errors onto paths under base.
+func fieldErrors(base *field.Path, err error) field.ErrorList {
 	var out field.ErrorList
 	fes, ok := err.(limiter.FieldErrors) //nolint:errorlint // NewPolicy returns this type unwrapped.
 	if !ok {
 		return field.ErrorList{field.InternalError(specPath, err)}
 	}
 	for _, fe := range fes {
-		out = append(out, field.Invalid(specPath.Child(fe.Field), field.OmitValueType{}, fe.Detail))
+		out = append(out, field.Invalid(base.Child(fe.Field), field.OmitValueType{}, fe.Detail))
 	}
 	return out
 }
@@ -107,6 +108,11 @@ func checkMilliseconds(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	}
 	for i, l := range s.Limits {
 		check(specPath.Child("limits").Index(i).Child("period"), l.Period.Duration)
+	}
+	for i, t := range s.Tiers {
+		for j, l := range t.Limits {
+			check(specPath.Child("tiers").Index(i).Child("limits").Index(j).Child("period"), l.Period.Duration)
+		}
 	}
 	if kl := s.KeyLayout; kl != nil && kl.TTL != nil {
 		check(specPath.Child("keyLayout", "ttl"), kl.TTL.Duration)

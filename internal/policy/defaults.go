@@ -7,7 +7,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 )
 
@@ -67,8 +66,7 @@ func (r Rules) Default(p *v1alpha1.RateLimitPolicy) {
 		kl.Idempotency = r.IdempotencyKey(kl.State)
 	}
 	if owned(p, AnnotationDefaultedTTL, ttlString(kl.TTL)) {
-		c := limiterspec.Of(p.Namespace, Entry(p))
-		if h := limiter.Horizon(c.Algorithm, c.Limits); h > 0 {
+		if h := limiterspec.Horizon(p.Namespace, Entry(p)); h > 0 {
 			kl.TTL = &metav1.Duration{Duration: roundUp(h)}
 			annotate(p, AnnotationDefaultedTTL, ttlString(kl.TTL))
 		}

@@ -22,12 +22,9 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	if sc, err := limiter.ScriptFor(limiter.Algorithm(s.Algorithm)); err == nil {
 		out.Script, out.SHA = sc.Name, sc.SHA
 	}
-	for _, l := range s.Limits {
-		e := snapshot.Limit{Name: l.Name, Requests: l.Requests, PeriodMs: l.Period.Milliseconds()}
-		if l.Burst != nil {
-			e.Burst = *l.Burst
-		}
-		out.Limits = append(out.Limits, e)
+	out.Limits = wireLimits(s.Limits)
+	for _, t := range s.Tiers {
+		out.Tiers = append(out.Tiers, snapshot.Tier{Name: t.Name, When: t.When, Limits: wireLimits(t.Limits)})
 	}
 	if kl := s.KeyLayout; kl != nil {
 		out.StateKey = kl.State
@@ -54,6 +51,19 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	if lc := s.LocalCap; lc != nil {
 		out.LocalCap = &snapshot.LocalCap{Requests: lc.Requests, PeriodMs: lc.Period.Milliseconds(),
 			MaxIdentities: lc.MaxIdentities}
+	}
+	return out
+}
+
+// wireLimits is ls in the wire format.
+func wireLimits(ls []v1alpha1.Limit) []snapshot.Limit {
+	out := make([]snapshot.Limit, 0, len(ls))
+	for _, l := range ls {
+		e := snapshot.Limit{Name: l.Name, Requests: l.Requests, PeriodMs: l.Period.Milliseconds()}
+		if l.Burst != nil {
+			e.Burst = *l.Burst
+		}
+		out = append(out, e)
 	}
 	return out
 }

@@ -21,8 +21,10 @@ type Entry struct {
 	Script string `json:"script"`
 	// SHA is the script's SHA1.
 	SHA string `json:"sha"`
-	// Limits are checked together.
+	// Limits are checked together: the limits of the default tier.
 	Limits []Limit `json:"limits"`
+	// Tiers are the policy's named tiers, in the order their conditions are tried.
+	Tiers []Tier `json:"tiers,omitempty"`
 	// Cost is the request weight.
 	Cost Cost `json:"cost"`
 	// StateKey is the state key template.

@@ -52,15 +52,47 @@ const fullDocument = `{
   }]
 }`
 
-// TestWireFormatIsStable holds the snapshot's wire format to testdata/wire-v1.json: a
-// document setting every field, sealed, must come out byte for byte, and the golden file must
-// parse (its version matches its content) and come out unchanged. A renamed, dropped or
-// retyped field fails it: sidecars of every version read these bytes, so a change to them
-// needs a new schema version, not an edit of the golden file.
+// tiersDocument adds tiers to a policy: a feature a sidecar built before it refuses whole
+// (the content hash differs), so it has a golden file of its own and wire-v1.json stays as
+// every older sidecar reads it.
+const tiersDocument = `{
+  "schemaVersion": 1,
+  "namespace": "shop",
+  "redis": {"mode": "standalone", "addrs": ["redis:6379"]},
+  "scripts": [{"name": "fixed_window", "sha": "0123456789abcdef0123456789abcdef01234567"}],
+  "policies": [{
+    "name": "plans",
+    "match": {"http": [{"pathPrefixes": ["/v1/"]}]},
+    "identity": {"sources": [{"type": "Header", "header": {"name": "X-API-Key"}}]},
+    "algorithm": "FixedWindow",
+    "script": "fixed_window",
+    "sha": "0123456789abcdef0123456789abcdef01234567",
+    "limits": [{"name": "daily", "requests": 1000, "periodMs": 86400000}],
+    "tiers": [
+      {"name": "pro", "when": "headers[\"x-plan\"] == \"pro\"", "limits": [{"name": "daily", "requests": 100000, "periodMs": 86400000}, {"name": "per-second", "requests": 50, "periodMs": 1000}]}
+    ],
+    "cost": {"default": 1},
+    "stateKey": "{rl:shop/plans:${identity}}:${limit}",
+    "ttlMs": 86400000,
+    "failureMode": "FailOpen"
+  }]
+}`
+
+// TestWireFormatIsStable holds the snapshot's wire format to its golden files: a document
+// setting every field, sealed, must come out byte for byte, and the golden file must parse
+// (its version matches its content) and come out unchanged. A renamed, dropped or retyped
+// field fails it: sidecars of every version read these bytes, so a change to them needs a
+// new schema version, not an edit of a golden file.
 func TestWireFormatIsStable(t *testing.T) {
-	path := filepath.Join("testdata", "wire-v1.json")
+	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-tiers.json": tiersDocument} {
+		t.Run(file, func(t *testing.T) { checkWire(t, file, doc) })
+	}
+}
+
+func checkWire(t *testing.T, file, doc string) {
+	path := filepath.Join("testdata", file)
 	var s snapshot.Snapshot
-	dec := json.NewDecoder(bytes.NewReader([]byte(fullDocument)))
+	dec := json.NewDecoder(bytes.NewReader([]byte(doc)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		t.Fatalf("the full document has a field the wire format lacks: %v", err)

@@ -102,20 +102,30 @@ func loadTampered(t *testing.T, alg v1alpha1.Algorithm, name, source string, tam
 // checkAPI asks the check API and decodes its answer.
 func (r *rig) checkAPI(t *testing.T, req httpcheck.Request) httpcheck.Response {
 	t.Helper()
+	var out httpcheck.Response
+	r.postJSON(t, httpcheck.Path, req, &out)
+	return out
+}
+
+// postJSON posts req to path of the check API's server and decodes the answer into out
+// (unless nil); it returns the status.
+func (r *rig) postJSON(t *testing.T, path string, req, out any) int {
+	t.Helper()
 	body, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(r.check.URL+httpcheck.Path, "application/json", strings.NewReader(string(body)))
+	resp, err := http.Post(r.check.URL+path, "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var out httpcheck.Response
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("check API answered %d: %v", resp.StatusCode, err)
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s answered %d: %v", path, resp.StatusCode, err)
+		}
 	}
-	return out
+	return resp.StatusCode
 }
 
 // Class: a hand-written snapshot (--snapshot-file) carrying what the API refuses (issue 13,

@@ -134,7 +134,7 @@ func newRigOn(t *testing.T, rdb redis.UniversalClient, topology snapshot.Redis, 
 		t.Fatal(err)
 	}
 	r.proxy = serve(t, httpserver.NewStreaming(proxy.New(r.engine, u, logr.Discard()), limits))
-	r.check = serve(t, httpserver.New(&httpcheck.Handler{Engine: r.engine}, limits))
+	r.check = serve(t, httpcheck.NewServer(r.engine, limits, logr.Discard()))
 	r.envoy = &envoyrls.Service{Engine: r.engine}
 	return r
 }

@@ -48,12 +48,16 @@ type Check struct {
 	// query on HTTP; domain and descriptor entries on Envoy): a seen id replays only for
 	// the same request.
 	Fingerprint string
+	// Tier is the tier whose limits apply; nil is the rule's default tier.
+	Tier *Tier
 }
 
 // Outcome is a policy's answer to one request.
 type Outcome struct {
 	// Rule is the policy.
 	Rule *Rule
+	// Tier is the tier of the policy whose limits were checked.
+	Tier *Tier
 	// Decision is the limiter's answer (zero when Skipped or Rejected).
 	Decision limiter.Decision
 	// Allowed is the final answer: the decision, or true for shadow policies and Skipped.
@@ -64,6 +68,14 @@ type Outcome struct {
 	Skipped bool
 	// Rejected is true when the request had no identity and the policy rejects it (Reject).
 	Rejected bool
+}
+
+// Limits are the limits of the outcome's tier, as published.
+func (o *Outcome) Limits() []snapshot.Limit {
+	if o.Tier == nil {
+		return o.Rule.Entry.Limits
+	}
+	return o.Tier.Limits
 }
 
 // Result names the outcome for metrics and logs.
@@ -98,7 +110,10 @@ func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Che
 }
 
 func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
-	o := Outcome{Rule: r}
+	o := Outcome{Rule: r, Tier: c.Tier}
+	if o.Tier == nil {
+		o.Tier = &r.def
+	}
 	if !c.HasIdentity {
 		switch r.Entry.Identity.OnMissing {
 		case snapshot.MissingSkip:
@@ -112,9 +127,9 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
 	if lim := g.limiter(); lim != nil {
-		o.Decision = lim.Check(ctx, r.Policy, req)
+		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
 	} else {
-		o.Decision = r.Policy.WithoutRedis(req, ErrNoRedisYet)
+		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
 	}
 	o.Allowed = o.Decision.Allowed
 	if !o.Allowed && r.Entry.Shadow {

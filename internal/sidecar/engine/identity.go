@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -10,12 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/jwtpayload"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
-
-// maxJWTBytes bounds the bearer tokens decoded for a claim. Other values need no bound here:
-// the key layer hashes long values itself.
-const maxJWTBytes = 16 << 10
 
 // HTTPIdentity reads the caller's identity for r from an HTTP request: the first source that
 // yields a non-empty value. ok is false when none does. peer is the connection's remote
@@ -159,25 +154,11 @@ func ForwardedFor(h http.Header) []string {
 	return hops
 }
 
-// jwtClaim decodes (without verifying: the gateway in front verified it) the payload of a
-// "Bearer <jwt>" value and returns a string or number claim; dots walk nested objects.
+// jwtClaim is a string or number claim of the "Bearer <jwt>" credential authz (decoded,
+// not verified: the gateway in front verified it); dots walk nested objects.
 func jwtClaim(authz, claim string) string {
-	token, ok := bearerToken(authz)
-	if !ok || len(token) > maxJWTBytes {
-		return ""
-	}
-	parts := strings.Split(strings.TrimSpace(token), ".")
-	if len(parts) != 3 {
-		return ""
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
-	if err != nil {
-		return ""
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber() // a numeric id keeps every digit
-	if dec.Decode(&v) != nil {
+	v, ok := jwtpayload.Decode(authz)
+	if !ok {
 		return ""
 	}
 	for _, k := range strings.Split(claim, ".") {
@@ -188,18 +169,6 @@ func jwtClaim(authz, claim string) string {
 		v = m[k]
 	}
 	return scalar(v)
-}
-
-// bearerToken is the token of a "Bearer <token>" credential. The scheme is compared
-// case-insensitively (RFC 9110 section 11.1) and any run of spaces or tabs may separate it
-// from the token: servers accept "bearer x" and "Bearer  x" alike, and reading no identity
-// where the upstream reads one would let onMissing (Skip: not counted) decide instead.
-func bearerToken(authz string) (string, bool) {
-	i := strings.IndexAny(authz, " \t")
-	if i < 0 || !strings.EqualFold(authz[:i], "Bearer") {
-		return "", false
-	}
-	return strings.TrimLeft(authz[i:], " \t"), true
 }
 
 func scalar(v any) string {

@@ -48,6 +48,10 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 		return nil, nil, err
 	}
 	rules = s.matchHTTP(host, r.Path, r.Method, overrides)
+	method := upperASCII(r.Method)
+	if len(overrides) > 0 {
+		method = overrides[0] // the method the upstream will run
+	}
 	fp := httpFingerprint(strings.Join(append([]string{strings.ToUpper(r.Method)}, overrides...), " "), host, r.Path.String(), r.Query)
 	checks = make([]Check, len(rules))
 	for i, rule := range rules {
@@ -57,6 +61,9 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 		}
 		if c.RequestID != "" {
 			c.Fingerprint = fp
+		}
+		if c.Tier, err = rule.httpTier(r, method, host); err != nil {
+			return nil, nil, fmt.Errorf("policy %s: %w", rule.Name(), err)
 		}
 		checks[i] = c
 	}
@@ -90,7 +97,11 @@ func (r *Rule) DescriptorCheck(domain string, entries []DescriptorEntry, stated 
 		return Check{}, err
 	}
 	id, ok := r.descriptorIdentity(entries)
-	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.descriptorRequestID(entries)}
+	tier, err := r.descriptorTier(entries)
+	if err != nil {
+		return Check{}, err
+	}
+	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.descriptorRequestID(entries), Tier: tier}
 	if c.RequestID != "" {
 		c.Fingerprint = descriptorFingerprint(domain, entries)
 	}

@@ -22,6 +22,10 @@ type Rule struct {
 	prefixes [][]httppath.Prefix
 	// fingerprint identifies Spec, so a reload can reuse an unchanged rule (and its local cap).
 	fingerprint string
+	// def is the default tier: Entry.Limits and Policy.
+	def Tier
+	// tiers are the other tiers, in the order their conditions are tried.
+	tiers []*Tier
 }
 
 // Name is the policy's name.
@@ -34,7 +38,12 @@ func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) 
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
-	r := &Rule{Entry: p, Policy: compiled, fingerprint: fingerprint(p)}
+	tiers, err := compileTiers(namespace, functions, p)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	r := &Rule{Entry: p, Policy: compiled, fingerprint: fingerprint(p), tiers: tiers,
+		def: Tier{Name: snapshot.DefaultTier, Limits: p.Limits, Policy: compiled}}
 	for _, m := range p.Match.HTTP {
 		r.hosts = append(r.hosts, lowerAll(m.Hosts))
 		r.prefixes = append(r.prefixes, compilePrefixes(m.PathPrefixes))

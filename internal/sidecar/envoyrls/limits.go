@@ -15,8 +15,8 @@ import (
 // message, so concurrent responses may hold the same one).
 type rateLimits struct {
 	set *engine.Set
-	// byRule are each rule's reported limits, parallel to its Spec.Limits.
-	byRule map[*engine.Rule][]*rlsv3.RateLimitResponse_RateLimit
+	// byTier are each tier's reported limits, parallel to its Limits.
+	byTier map[*engine.Tier][]*rlsv3.RateLimitResponse_RateLimit
 }
 
 // rateLimitsOf is the reported limits of set's rules. The Service keeps those of the snapshot
@@ -28,18 +28,20 @@ func (s *Service) rateLimitsOf(set *engine.Set) *rateLimits {
 	if prev != nil && prev.set == set {
 		return prev
 	}
-	next := &rateLimits{set: set, byRule: make(map[*engine.Rule][]*rlsv3.RateLimitResponse_RateLimit, len(set.Rules))}
+	next := &rateLimits{set: set, byTier: make(map[*engine.Tier][]*rlsv3.RateLimitResponse_RateLimit, len(set.Rules))}
 	for _, r := range set.Rules {
 		if r.Entry.Match.Envoy == nil {
 			continue
 		}
-		ls, ok := prev.reported(r)
-		if !ok {
-			for i := range r.Entry.Limits {
-				ls = append(ls, envoyRateLimit(r.Name(), &r.Entry.Limits[i]))
+		for _, t := range append([]*engine.Tier{r.Default()}, r.Tiers()...) {
+			ls, ok := prev.reported(t)
+			if !ok {
+				for i := range t.Limits {
+					ls = append(ls, envoyRateLimit(r.Name(), &t.Limits[i]))
+				}
 			}
+			next.byTier[t] = ls
 		}
-		next.byRule[r] = ls
 	}
 	if set == s.Engine.Store.Current() {
 		s.limits.Store(next)
@@ -47,23 +49,23 @@ func (s *Service) rateLimitsOf(set *engine.Set) *rateLimits {
 	return next
 }
 
-// reported is r's reported limits when c (possibly nil) holds them.
-func (c *rateLimits) reported(r *engine.Rule) ([]*rlsv3.RateLimitResponse_RateLimit, bool) {
+// reported is tier t's reported limits when c (possibly nil) holds them.
+func (c *rateLimits) reported(t *engine.Tier) ([]*rlsv3.RateLimitResponse_RateLimit, bool) {
 	if c == nil {
 		return nil, false
 	}
-	ls, ok := c.byRule[r]
+	ls, ok := c.byTier[t]
 	return ls, ok
 }
 
-// of is r's limit named name as Envoy RLS reports it, or nil.
-func (c *rateLimits) of(r *engine.Rule, name string) *rlsv3.RateLimitResponse_RateLimit {
-	ls, ok := c.reported(r)
+// of is tier t's limit named name as Envoy RLS reports it, or nil.
+func (c *rateLimits) of(t *engine.Tier, name string) *rlsv3.RateLimitResponse_RateLimit {
+	ls, ok := c.reported(t)
 	if name == "" || !ok {
 		return nil
 	}
-	for i := range r.Entry.Limits {
-		if r.Entry.Limits[i].Name == name {
+	for i := range t.Limits {
+		if t.Limits[i].Name == name {
 			return ls[i]
 		}
 	}

@@ -233,7 +233,7 @@ func (a *descriptorStatusAlloc) fill(outs []engine.Outcome, limits *rateLimits) 
 	if !d.Allowed && d.RetryAfter > 0 {
 		reset = d.RetryAfter
 	}
-	if l := limits.of(rep.Rule, d.LimitName); l != nil {
+	if l := limits.of(rep.Tier, d.LimitName); l != nil {
 		st.CurrentLimit = l
 		st.DurationUntilReset = a.duration(max(reset, 0))
 	} else if reset > 0 {

@@ -1,6 +1,8 @@
 // Package httpcheck is the sidecar's HTTP JSON check API: POST /v1/check names a policy and
-// states the caller's identity, cost and request id; the answer is the engine's decision,
-// 200 when allowed and 429 when denied, with the RateLimit headers. Errors are a
+// states the caller's identity, cost and request id (and, for a policy with tiers, the
+// tier or the request that chooses it); the answer is the engine's decision, 200 when
+// allowed and 429 when denied, with the RateLimit headers. POST /v1/plan takes the same
+// body and answers which tier and limits apply, debiting nothing. Errors are a
 // jsonreply.ErrorBody naming the field at fault.
 package httpcheck
 
@@ -47,6 +49,23 @@ type Request struct {
 	// path: a seen request id replays its first decision only for the same policy,
 	// identity, cost and fingerprint, and counts as a new request otherwise.
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Tier names the tier whose limits apply, for a caller that knows its plan; empty
+	// lets Request choose it by the policy's conditions, or the default tier without one.
+	Tier string `json:"tier,omitempty"`
+	// Request describes the request being limited, for the policy's tier conditions.
+	Request *Attributes `json:"request,omitempty"`
+}
+
+// Attributes are what a tier condition can read of the request being limited.
+type Attributes struct {
+	// Method is the request method.
+	Method string `json:"method,omitempty"`
+	// Host is the request's host.
+	Host string `json:"host,omitempty"`
+	// Path is the request's path.
+	Path string `json:"path,omitempty"`
+	// Headers are the request's headers, one value each.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Response is the answer: HTTP 200 when allowed, 429 when denied.
@@ -73,6 +92,8 @@ type Response struct {
 	Source string `json:"source,omitempty"`
 	// SnapshotVersion is the snapshot the decision was made on.
 	SnapshotVersion string `json:"snapshotVersion"`
+	// Tier is the tier whose limits were checked.
+	Tier string `json:"tier,omitempty"`
 }
 
 // Handler serves POST /v1/check.
@@ -88,6 +109,7 @@ type Handler struct {
 func NewServer(e *engine.Engine, limits httpserver.Limits, log logr.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(Path, &Handler{Engine: e, Log: log})
+	mux.Handle(PlanPath, &PlanHandler{Engine: e})
 	return httpserver.New(mux, limits)
 }
 
@@ -143,8 +165,12 @@ func checkOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 	if err != nil {
 		return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("cost: %w", err)
 	}
+	tier, err := tierOf(rule, req)
+	if err != nil {
+		return nil, engine.Check{}, http.StatusBadRequest, err
+	}
 	return rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "", Cost: cost,
-		RequestID: req.RequestID, Fingerprint: req.Fingerprint}, 0, nil
+		RequestID: req.RequestID, Fingerprint: req.Fingerprint, Tier: tier}, 0, nil
 }
 
 // readRequest decodes a body: JSON, one object, known fields only, a policy named.
@@ -179,6 +205,9 @@ func Decode(data []byte, req *Request) error {
 	if req.Cost < 0 {
 		return fmt.Errorf("cost: %d is negative", req.Cost)
 	}
+	if req.Tier != "" && req.Request != nil {
+		return errors.New("tier: set tier or request, not both: request chooses the tier by the policy's conditions")
+	}
 	return nil
 }
 
@@ -186,7 +215,8 @@ func response(o *engine.Outcome, version string) Response {
 	d := &o.Decision
 	resp := Response{Policy: o.Rule.Name(), Allowed: o.Allowed, Result: o.Result(), Limit: d.LimitName,
 		Quota: d.Limit, Remaining: d.Remaining, RetryAfterMs: d.RetryAfter.Milliseconds(),
-		ResetAfterMs: d.ResetAfter.Milliseconds(), Replayed: d.Replayed, Source: string(d.Source), SnapshotVersion: version}
+		ResetAfterMs: d.ResetAfter.Milliseconds(), Replayed: d.Replayed, Source: string(d.Source), SnapshotVersion: version,
+		Tier: o.Tier.Name}
 	if d.RetryAfter < 0 {
 		resp.RetryAfterMs = -1
 	}

@@ -44,7 +44,7 @@ func For(outs []engine.Outcome) []Field {
 		if d.LimitName == "" {
 			continue
 		}
-		for _, l := range o.Rule.Entry.Limits {
+		for _, l := range o.Limits() {
 			q := l.Burst
 			if q == 0 {
 				q = l.Requests

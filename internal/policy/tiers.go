@@ -1,0 +1,71 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/condition"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// checkTiers checks the tiers of entry e of namespace the way each sidecar compiles them:
+// every condition compiles (a bool within condition.MaxCost), every tier's limits pass the
+// limiter's rules with the policy's TTL, and a limit name has one period in every tier,
+// since a name is one counter.
+func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.ErrorList {
+	var errs field.ErrorList
+	if len(e.Tiers) > 0 && e.Shards > 1 {
+		errs = append(errs, field.Invalid(specPath.Child("tiers"), len(e.Tiers),
+			"tiers cannot be combined with hotKeys.shards: a sharded limit splits one global budget over shards, and tiers give callers budgets of their own"))
+	}
+	seen := map[string]firstPeriod{}
+	for j, l := range e.Limits {
+		seen[l.Name] = firstPeriod{l.PeriodMs, fmt.Sprintf("spec.limits[%d]", j)}
+	}
+	for i, t := range e.Tiers {
+		path := specPath.Child("tiers").Index(i)
+		if _, err := condition.Compile(t.When); err != nil {
+			errs = append(errs, field.Invalid(path.Child("when"), t.When, err.Error()))
+		}
+		c := limiterspec.OfTier(namespace, e, i)
+		c.TTL = ttl
+		if _, err := limiter.NewPolicy(c); err != nil {
+			errs = append(errs, fieldErrors(path, err)...)
+		}
+		errs = append(errs, samePeriods(path, t.Limits, seen)...)
+	}
+	return errs
+}
+
+// firstPeriod is the period a limit name was first given, and where.
+type firstPeriod struct {
+	ms    int64
+	where string
+}
+
+// samePeriods refuses a limit of the tier at path whose name another tier (or spec.limits)
+// gives another period: the windows of two periods are not the same windows, so a caller
+// moved between the tiers would count in the wrong one. seen records each name's first
+// period.
+func samePeriods(path *field.Path, ls []snapshot.Limit, seen map[string]firstPeriod) field.ErrorList {
+	var errs field.ErrorList
+	for j, l := range ls {
+		first, ok := seen[l.Name]
+		if !ok {
+			seen[l.Name] = firstPeriod{l.PeriodMs, path.Child("limits").Index(j).String()}
+			continue
+		}
+		if first.ms != l.PeriodMs {
+			errs = append(errs, field.Invalid(path.Child("limits").Index(j).Child("period"), ms(l.PeriodMs).String(), fmt.Sprintf(
+				"limit %q has period %s in %s; a limit name is one counter in every tier, so it needs one period (name this limit otherwise to count it apart)",
+				l.Name, ms(first.ms), first.where)))
+		}
+	}
+	return errs
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,78 @@
+package httpcheck
+
+import (
+	"net/http"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+)
+
+// PlanPath is where the plan API is served: which tier and limits apply to a check,
+// debiting nothing.
+const PlanPath = "/v1/plan"
+
+// PlanResponse is the answer of POST /v1/plan.
+type PlanResponse struct {
+	// Policy is the policy asked about.
+	Policy string `json:"policy"`
+	// Tier is the tier whose limits apply.
+	Tier string `json:"tier"`
+	// Limits are that tier's limits.
+	Limits []PlanLimit `json:"limits"`
+	// SnapshotVersion is the snapshot the answer was read from.
+	SnapshotVersion string `json:"snapshotVersion"`
+}
+
+// PlanLimit is one limit of a tier.
+type PlanLimit struct {
+	// Name of the limit.
+	Name string `json:"name"`
+	// Requests per PeriodMs.
+	Requests int64 `json:"requests"`
+	// PeriodMs is the period in milliseconds.
+	PeriodMs int64 `json:"periodMs"`
+	// Burst is the bucket's capacity, for TokenBucket and GCRA.
+	Burst int64 `json:"burst,omitempty"`
+}
+
+// PlanHandler serves POST /v1/plan: the body of a check, answered with the tier and the
+// limits that check would run against.
+type PlanHandler struct {
+	// Engine holds the snapshot.
+	Engine *engine.Engine
+}
+
+// ServeHTTP answers one plan question.
+func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	req, status, err := readRequest(r.Body)
+	if err != nil {
+		jsonreply.Error(w, status, err.Error())
+		return
+	}
+	set, err := h.Engine.Snapshot()
+	if err != nil {
+		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	rule, c, status, err := checkOf(set, &req)
+	if err != nil {
+		jsonreply.Error(w, status, err.Error())
+		return
+	}
+	jsonreply.Write(w, http.StatusOK, PlanResponse{Policy: rule.Name(), Tier: c.Tier.Name,
+		Limits: planLimits(c.Tier.Limits), SnapshotVersion: set.Version})
+}
+
+func planLimits(ls []snapshot.Limit) []PlanLimit {
+	out := make([]PlanLimit, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, PlanLimit{Name: l.Name, Requests: l.Requests, PeriodMs: l.PeriodMs, Burst: l.Burst})
+	}
+	return out
+}
