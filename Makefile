@@ -86,7 +86,7 @@ e2e: ## Run the cluster suite (test/e2e/cluster) against KUBECONFIG's cluster wi
 .PHONY: bench
 bench: redis envtest proxies ## Print the benchmark table: scripts, limiter, sidecar gRPC (RLS, ext_authz), forward auth through Caddy and nginx, controller, Redis Cluster (docs/benchmarks.md; BENCH_ARGS=flags, BENCH_GO=1 adds Go micro-benchmarks).
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./test/bench/limiter $(BENCH_ARGS)
-	@if [ -n "$(BENCH_GO)" ]; then go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/; fi
+	@if [ -n "$(BENCH_GO)" ]; then go test -run '^$$' -bench . -benchtime 2s ./internal/limiter/ ./internal/keylayout/ ./internal/condition/ ./internal/sidecar/engine/; fi
 
 FUZZTIME ?= 30s
 .PHONY: fuzz

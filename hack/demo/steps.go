@@ -128,6 +128,36 @@ func (d *demo) burst(ctx context.Context) error {
 	return nil
 }
 
+// plans sends 12 requests as a free caller and 12 as a pro caller of the same policy: its
+// pro tier (X-Plan: pro) admits 10, the default 5.
+func (d *demo) plans(ctx context.Context) error {
+	d.step("Plans: a free and a pro caller on one policy (demo-api tier pro: 10 per 10s when X-Plan: pro)")
+	admitted := map[string]int{}
+	for _, c := range []struct{ key, plan string }{{"free-fay", ""}, {"pro-pia", "pro"}} {
+		header := []string{"X-API-Key", c.key}
+		if c.plan != "" {
+			header = append(header, "X-Plan", c.plan)
+		}
+		var last answer
+		for range 12 {
+			a, err := d.send(ctx, http.MethodGet, "/orders", header...)
+			if err != nil {
+				return err
+			}
+			if a.code == http.StatusOK {
+				admitted[c.key]++
+			}
+			last = a
+		}
+		d.say("%-8s X-Plan=%-5q 12 sent, %2d admitted; last: %s  RateLimit-Policy: %s", c.key, c.plan, admitted[c.key], last, last.policy)
+	}
+	if admitted["free-fay"] != 5 || admitted["pro-pia"] != 10 {
+		return fmt.Errorf("plans admitted %v, want free-fay 5 (default tier) and pro-pia 10 (pro)", admitted)
+	}
+	d.done("plans: one policy, the default tier admitted 5 and the pro tier 10 of 12")
+	return nil
+}
+
 // badPolicy shows the webhook refusing a policy whose keys could cross Cluster slots.
 func (d *demo) badPolicy(ctx context.Context) error {
 	d.step("A bad policy: keys without a {hash tag} (would cross Redis Cluster slots)")

@@ -139,6 +139,20 @@ var invalidCases = []invalidCase{
 		"spec.hotKeys.shards", "greater than or equal to 1"},
 	{"too many shards", setTo("spec.hotKeys", map[string]any{"shards": 17}),
 		"spec.hotKeys.shards", "less than or equal to 16"},
+	{"a tier named default", setTo("spec.tiers", []any{tier("default", `true`)}),
+		"spec.tiers[0].name", "the name default is the tier of spec.limits"},
+	{"two tiers of one name", setTo("spec.tiers", []any{tier("pro", `true`), tier("pro", `false`)}),
+		"spec.tiers[1]", "Duplicate value"},
+	{"a tier without a condition", setTo("spec.tiers", []any{tier("pro", "")}),
+		"spec.tiers[0].when", "should be at least 1"},
+	{"a tier without limits", setTo("spec.tiers", []any{map[string]any{"name": "pro", "when": "true", "limits": []any{}}}),
+		"spec.tiers[0].limits", "should have at least 1"},
+}
+
+// tier is a tier of one limit, 100 per second, named name and selected by when.
+func tier(name, when string) map[string]any {
+	return map[string]any{"name": name, "when": when,
+		"limits": []any{map[string]any{"name": "per-second", "requests": 100, "period": "1s"}}}
 }
 
 // TestInvalidPoliciesRejected proves each broken policy is refused by the CRD's OpenAPI schema

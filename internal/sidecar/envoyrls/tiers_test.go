@@ -1,0 +1,50 @@
+package envoyrls_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
+)
+
+// On Envoy RLS a tier is chosen by the descriptor's entries, and the reply reports the
+// chosen tier's limit: current_limit and the RateLimit headers.
+func TestEnvoyTiers(t *testing.T) {
+	h := envoyStart(t, limiter.Options{}, sidecartest.EnvoyPolicy("api", "/api", 2, time.Minute,
+		func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Tiers = []v1alpha1.Tier{{Name: "pro", When: `"plan" in descriptors && descriptors["plan"] == "pro"`,
+				Limits: []v1alpha1.Limit{{Name: "per-period", Requests: 6, Period: metav1.Duration{Duration: time.Minute}}}}}
+		}))
+	for _, tc := range []struct {
+		user, plan string
+		want       int
+	}{{"free", "", 2}, {"pro", "pro", 6}, {"other", "gold", 2}} {
+		kv := []string{"route", "/api", "user", tc.user}
+		if tc.plan != "" {
+			kv = append(kv, "plan", tc.plan)
+		}
+		req := envoyReq(0, envoyDesc(kv...))
+		admitted := 0
+		var last *rlsv3.RateLimitResponse
+		for range tc.want + 3 {
+			last = h.envoyCall(t, req)
+			if last.GetOverallCode() == codeOK {
+				admitted++
+			}
+		}
+		if admitted != tc.want {
+			t.Errorf("%s: %d admitted, want %d", tc.user, admitted, tc.want)
+		}
+		envoyWantLimit(t, tc.user, last.GetStatuses()[0], "api/per-period", uint32(tc.want), rlsv3.RateLimitResponse_RateLimit_MINUTE)
+		if got := envoyHeader(last, ratelimitheaders.HeaderPolicy); got != `"api/per-period";q=`+strconv.Itoa(tc.want)+`;w=60` {
+			t.Errorf("%s: RateLimit-Policy %q, want q=%d", tc.user, got, tc.want)
+		}
+	}
+}
