@@ -1,5 +1,5 @@
 // Package v1alpha1 contains the v1alpha1 API of the policy.ratelimit.dev group: the
-// RateLimitPolicy custom resource.
+// RateLimitPolicy and RateLimitOverride custom resources.
 // +kubebuilder:object:generate=true
 // +groupName=policy.ratelimit.dev
 package v1alpha1
@@ -23,7 +23,7 @@ var (
 
 // addKnownTypes registers the group's kinds with s.
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &RateLimitPolicy{}, &RateLimitPolicyList{})
+	s.AddKnownTypes(GroupVersion, &RateLimitPolicy{}, &RateLimitPolicyList{}, &RateLimitOverride{}, &RateLimitOverrideList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -77,3 +77,16 @@ const (
 	// AncestorReasonTargetNotFound: the target does not exist (or Gateway API is not served).
 	AncestorReasonTargetNotFound = string(gwapiv1.PolicyReasonTargetNotFound)
 )
+
+// Reasons of a RateLimitOverride's Ready condition.
+const (
+	// ReasonOverrideApplied is Ready's reason when the override is published and applies.
+	ReasonOverrideApplied = "Applied"
+	// ReasonPolicyNotFound is Ready's reason when spec.policyName names no published policy.
+	ReasonPolicyNotFound = "PolicyNotFound"
+	// ReasonInvalidOverride is Ready's reason when the override does not fit its policy (an
+	// unknown tier, a limit of another period than the policy's of that name).
+	ReasonInvalidOverride = "InvalidOverride"
+	// ReasonExpired is Ready's reason once spec.expires has passed.
+	ReasonExpired = "Expired"
+)

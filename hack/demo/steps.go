@@ -18,6 +18,8 @@ import (
 var (
 	//go:embed demo-policy.yaml
 	demoPolicy []byte
+	//go:embed demo-override.yaml
+	demoOverride []byte
 	//go:embed bad-policy.yaml
 	badPolicy []byte
 	//go:embed cross-namespace-policy.yaml
@@ -155,6 +157,55 @@ func (d *demo) plans(ctx context.Context) error {
 		return fmt.Errorf("plans admitted %v, want free-fay 5 (default tier) and pro-pia 10 (pro)", admitted)
 	}
 	d.done("plans: one policy, the default tier admitted 5 and the pro tier 10 of 12")
+	return nil
+}
+
+// override applies a RateLimitOverride raising caller vip-val to the pro tier, waits until
+// the sidecar applies it (polling as vip-probe, a caller of the same override), and sends 12
+// requests as vip-val without X-Plan: 10 admitted, as for pro-pia.
+func (d *demo) override(ctx context.Context) error {
+	d.step("Override: kubectl apply a RateLimitOverride giving caller vip-val the pro tier, then 12 requests as vip-val without X-Plan")
+	start := time.Now()
+	if out, err := d.kubectl(ctx, demoOverride, "apply", "-n", d.opts.namespace, "-f", "-"); err != nil {
+		return fmt.Errorf("kubectl apply override: %w\n%s", err, out)
+	}
+	if out, err := d.kubectl(ctx, nil, "wait", "-n", d.opts.namespace, "--for=condition=Ready", "rlo/vip-val", "--timeout=30s"); err != nil {
+		return fmt.Errorf("override not Ready: %w\n%s", err, out)
+	}
+	out, err := d.kubectl(ctx, nil, "get", "rlo", "-n", d.opts.namespace)
+	if err != nil {
+		return fmt.Errorf("kubectl get rlo: %w\n%s", err, out)
+	}
+	d.sayBlock(out)
+	for {
+		a, err := d.send(ctx, http.MethodGet, "/orders", "X-API-Key", "vip-probe")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(a.policy, "q=10") {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			return fmt.Errorf("the sidecar still gives vip-probe %q 30s after the override", a.policy)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	admitted, last := 0, answer{}
+	for range 12 {
+		a, err := d.send(ctx, http.MethodGet, "/orders", "X-API-Key", "vip-val")
+		if err != nil {
+			return err
+		}
+		if a.code == http.StatusOK {
+			admitted++
+		}
+		last = a
+	}
+	d.say("vip-val  no X-Plan    12 sent, %2d admitted; last: %s  RateLimit-Policy: %s", admitted, last, last.policy)
+	if admitted != 10 {
+		return fmt.Errorf("the overridden caller vip-val had %d of 12 admitted, want 10 (the pro tier)", admitted)
+	}
+	d.done(fmt.Sprintf("override: vip-val raised to the pro tier by a RateLimitOverride, 10 of 12 admitted (applied in %s)", time.Since(start).Round(10*time.Millisecond)))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,10 @@ type Publications struct {
 	mu        sync.Mutex
 	published map[string]publishedState // by namespace
 	changed   chan event.GenericEvent
+	// overridesChanged tells the override controller of the namespaces whose override
+	// verdicts changed; nil until it listens (OverridesChanged), so that a manager without
+	// it never blocks on a full channel.
+	overridesChanged chan event.GenericEvent
 }
 
 var _ PublishedView = (*Publications)(nil)
@@ -58,18 +63,24 @@ type publishedState struct {
 	policies map[string][32]byte // policy name -> hash of its compiled entry
 	problem  string              // why nothing could be published, e.g. too large
 	seeded   bool                // read from the ConfigMap, not yet recorded by a sync
+	// overrides are the verdicts of the namespace's overrides by name, nil when not known
+	// (seeded from the ConfigMap).
+	overrides map[string]OverrideVerdict
 }
 
 // Changed implements PublishedView.
 func (p *Publications) Changed() <-chan event.GenericEvent { return p.channel() }
 
-func (p *Publications) channel() chan event.GenericEvent {
+func (p *Publications) channel() chan event.GenericEvent { return p.lazy(&p.changed) }
+
+// lazy is *ch, made on first use.
+func (p *Publications) lazy(ch *chan event.GenericEvent) chan event.GenericEvent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan event.GenericEvent, 1024)
+	if *ch == nil {
+		*ch = make(chan event.GenericEvent, 1024)
 	}
-	return p.changed
+	return *ch
 }
 
 func stateOf(s *snapshot.Snapshot) publishedState {
@@ -80,7 +91,11 @@ func stateOf(s *snapshot.Snapshot) publishedState {
 	return st
 }
 
+// entryHash is the hash of a policy's entry without its overrides: the policy controller
+// compares it with the entry the policy compiles to, which has none (overrides are not the
+// policy's to publish).
 func entryHash(e snapshot.Entry) [32]byte {
+	e.Overrides = nil
 	b, _ := json.Marshal(e) //nolint:errchkjson // plain data, cannot fail
 	return sha256.Sum256(b)
 }
@@ -98,16 +113,45 @@ func (p *Publications) record(ctx context.Context, ns string, st publishedState)
 	}
 	old, seen := p.published[ns]
 	p.published[ns] = st
+	listener := p.overridesChanged
 	p.mu.Unlock()
+	if listener != nil && (!maps.Equal(old.overrides, st.overrides) || old.problem != st.problem) {
+		p.tell(ctx, listener, ns)
+	}
 	// The first sync after a seed always tells: policies evaluated while the state was not
 	// known yet (an edited ConfigMap) wait for it.
 	if seen && !old.seeded && old.version == st.version && old.problem == st.problem {
 		return
 	}
+	p.tell(ctx, ch, ns)
+}
+
+// tell sends ch an event naming namespace ns, unless ctx ends first.
+func (p *Publications) tell(ctx context.Context, ch chan event.GenericEvent, ns string) {
 	select {
 	case ch <- event.GenericEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}}:
 	case <-ctx.Done():
 	}
+}
+
+func (p *Publications) overrideChannel() chan event.GenericEvent { return p.lazy(&p.overridesChanged) }
+
+// OverridesChanged delivers an event (its object names the namespace) whenever the
+// verdicts of a namespace's overrides may have changed.
+func (p *Publications) OverridesChanged() <-chan event.GenericEvent { return p.overrideChannel() }
+
+// Override is the verdict of the namespace's override name as the last sync decided it:
+// known is false before the namespace's first sync, or when nothing could be published
+// (then problem says why).
+func (p *Publications) Override(ns, name string) (v OverrideVerdict, known bool, problem string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.published[ns]
+	if !ok || st.overrides == nil {
+		return OverrideVerdict{}, false, st.problem
+	}
+	v, known = st.overrides[name]
+	return v, known, ""
 }
 
 // state is what is published in ns: what the snapshot controller last recorded or, before

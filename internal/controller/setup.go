@@ -69,7 +69,7 @@ func gatewaySetup(mgr ctrl.Manager, cfg GatewayConfig) (*GatewayAPI, *DataPlane)
 	return gw, dp
 }
 
-// Setup registers the script loader, the snapshot controller and the policy controller.
+// Setup registers the script loader and the snapshot, policy and override controllers.
 func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology, cfg Config) error {
 	recorder := mgr.GetEventRecorder("ratelimit-operator")
 	loader := &ScriptLoader{Client: rdb, Functions: cfg.Functions, Resync: cfg.Resync, Log: mgr.GetLogger().WithName("scripts"),
@@ -98,6 +98,9 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
+	}
+	if err := (&OverrideReconciler{Client: mgr.GetClient(), Publications: pubs}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("override controller: %w", err)
 	}
 	return nil
 }

@@ -45,46 +45,69 @@ type SnapshotReconciler struct {
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitoverrides,verbs=get;list;watch
 
-// Reconcile rebuilds one namespace's snapshot and writes it if it changed.
+// Reconcile rebuilds one namespace's snapshot and writes it if it changed, and comes back
+// when an override in it expires.
 func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return ctrl.Result{}, r.Sync(ctx, req.Namespace)
+	next, err := r.sync(ctx, req.Namespace)
+	if err != nil || next.IsZero() {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: max(time.Until(next), time.Millisecond)}, nil
 }
 
-// Sync builds the namespace's snapshot from its policies and makes the ConfigMap match:
-// created, updated, or deleted when no valid policy is left.
+// Sync builds the namespace's snapshot from its policies and overrides and makes the
+// ConfigMap match: created, updated, or deleted when no valid policy is left.
 func (r *SnapshotReconciler) Sync(ctx context.Context, ns string) error {
+	_, err := r.sync(ctx, ns)
+	return err
+}
+
+// sync is Sync, returning the earliest expiry of a published override (zero: none).
+func (r *SnapshotReconciler) sync(ctx context.Context, ns string) (time.Time, error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return fmt.Errorf("list policies in %s: %w", ns, err)
+		return time.Time{}, fmt.Errorf("list policies in %s: %w", ns, err)
+	}
+	var ovs v1alpha1.RateLimitOverrideList
+	if err := r.List(ctx, &ovs, client.InNamespace(ns)); err != nil {
+		return time.Time{}, fmt.Errorf("list overrides in %s: %w", ns, err)
 	}
 	items, err := r.effective(ctx, ns, list.Items)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	snap, owners, err := snapshotOver(compileWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, r.Redis, items, r.lastPublished(ctx, ns))
 	if err != nil {
-		return err
+		return time.Time{}, err
+	}
+	verdicts, next, err := AttachOverrides(snap, ovs.Items, time.Now())
+	if err != nil {
+		return time.Time{}, err
 	}
 	if len(snap.Policies) == 0 {
-		return r.remove(ctx, ns)
+		r.Publications.record(ctx, ns, publishedState{overrides: verdicts})
+		return time.Time{}, r.remove(ctx, ns)
 	}
 	data, err := snap.Marshal()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	// The object also carries one owner reference per policy; count them against the budget
 	// so an oversized ConfigMap is reported, not refused by the API server in a write loop.
 	if size := len(data) + ownerRefBytes*len(owners); size > snapshot.MaxBytes {
-		r.Publications.record(ctx, ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), size, snapshot.MaxBytes)})
-		return nil
+		r.Publications.record(ctx, ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies and %d overrides is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), len(verdicts), size, snapshot.MaxBytes)})
+		return time.Time{}, nil
 	}
 	if err := r.write(ctx, ns, data, snap.Version, owners); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
-	r.Publications.record(ctx, ns, stateOf(snap))
-	return nil
+	st := stateOf(snap)
+	st.overrides = verdicts
+	r.Publications.record(ctx, ns, st)
+	return next, nil
 }
 
 // effective is the namespace's policies as the sidecars run them: a policy with targetRefs
@@ -104,7 +127,8 @@ func (r *SnapshotReconciler) effective(ctx context.Context, ns string, items []v
 const ownerRefBytes = 200
 
 // SetupWithManager registers the controller: policy spec changes and deletions, and any
-// change to a snapshot ConfigMap (a hand edit or delete is repaired), enqueue the namespace.
+// change to a snapshot ConfigMap (a hand edit or delete is repaired), and override spec
+// changes and deletions, enqueue the namespace.
 func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	delay := r.CoalesceDelay
 	if delay <= 0 {
@@ -126,6 +150,8 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("snapshot").
 		Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.RateLimitOverride{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot()))
 	if r.Gateways != nil {

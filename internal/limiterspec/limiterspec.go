@@ -37,8 +37,14 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 // Tiers share the policy's state keys, so a limit of one name counts in one state whatever
 // the tier.
 func OfTier(namespace string, e snapshot.Entry, i int) limiter.Spec {
+	return OfLimits(namespace, e, e.Tiers[i].Limits)
+}
+
+// OfLimits is Of for entry e with limits ls in place of its own: a tier's, or an
+// override's.
+func OfLimits(namespace string, e snapshot.Entry, ls []snapshot.Limit) limiter.Spec {
 	c := Of(namespace, e)
-	c.Limits = limits(e.Tiers[i].Limits)
+	c.Limits = limits(ls)
 	return c
 }
 
@@ -54,9 +60,10 @@ func Horizon(namespace string, e snapshot.Entry) time.Duration {
 	return h
 }
 
-// CompileTier is the limiter's policy of tier i of entry e (see Compile).
-func CompileTier(namespace string, e snapshot.Entry, i int, functions bool) (*limiter.Policy, error) {
-	c := OfTier(namespace, e, i)
+// CompileLimits is the limiter's policy of entry e with limits ls in place of its own (see
+// Compile and OfLimits).
+func CompileLimits(namespace string, e snapshot.Entry, ls []snapshot.Limit, functions bool) (*limiter.Policy, error) {
+	c := OfLimits(namespace, e, ls)
 	c.Functions = functions
 	return limiter.NewPolicy(c)
 }

@@ -25,6 +25,8 @@ type Entry struct {
 	Limits []Limit `json:"limits"`
 	// Tiers are the policy's named tiers, in the order their conditions are tried.
 	Tiers []Tier `json:"tiers,omitempty"`
+	// Overrides give some callers another tier or limits of their own, sorted by name.
+	Overrides []Override `json:"overrides,omitempty"`
 	// Cost is the request weight.
 	Cost Cost `json:"cost"`
 	// StateKey is the state key template.

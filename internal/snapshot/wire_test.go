@@ -52,10 +52,10 @@ const fullDocument = `{
   }]
 }`
 
-// tiersDocument adds tiers to a policy: a feature a sidecar built before it refuses whole
-// (the content hash differs), so it has a golden file of its own and wire-v1.json stays as
-// every older sidecar reads it.
-const tiersDocument = `{
+// plansDocument adds tiers and overrides to a policy: features a sidecar built before them
+// refuses whole (the content hash differs), so they have a golden file of their own and
+// wire-v1.json stays as every older sidecar reads it.
+const plansDocument = `{
   "schemaVersion": 1,
   "namespace": "shop",
   "redis": {"mode": "standalone", "addrs": ["redis:6379"]},
@@ -71,6 +71,10 @@ const tiersDocument = `{
     "tiers": [
       {"name": "pro", "when": "headers[\"x-plan\"] == \"pro\"", "limits": [{"name": "daily", "requests": 100000, "periodMs": 86400000}, {"name": "per-second", "requests": 50, "periodMs": 1000}]}
     ],
+    "overrides": [
+      {"name": "acme-launch", "tier": "pro", "callers": ["1a2b3c4d5e6f7081", "9f8e7d6c5b4a3921"], "expiresMs": 1900000000000},
+      {"name": "globex", "limits": [{"name": "daily", "requests": 250000, "periodMs": 86400000}], "callers": ["0011223344556677"]}
+    ],
     "cost": {"default": 1},
     "stateKey": "{rl:shop/plans:${identity}}:${limit}",
     "ttlMs": 86400000,
@@ -84,7 +88,7 @@ const tiersDocument = `{
 // field fails it: sidecars of every version read these bytes, so a change to them needs a
 // new schema version, not an edit of a golden file.
 func TestWireFormatIsStable(t *testing.T) {
-	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-tiers.json": tiersDocument} {
+	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-plans.json": plansDocument} {
 		t.Run(file, func(t *testing.T) { checkWire(t, file, doc) })
 	}
 }

@@ -39,16 +39,8 @@ func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool
 	return "", false
 }
 
-// sourced is the identity of value v read from source i. With several sources each one's
-// identities are kept apart by the source's position ("1=10.0.0.5"): otherwise a caller
-// whose API key is another caller's address (or a Fixed fallback's value) would spend that
-// caller's quota. A policy with one source keeps the bare value.
-func (r *Rule) sourced(i int, v string) string {
-	if len(r.Entry.Identity.Sources) < 2 {
-		return v
-	}
-	return strconv.Itoa(i) + "=" + v
-}
+// sourced is the identity of value v read from source i (snapshot.Identity.Sourced).
+func (r *Rule) sourced(i int, v string) string { return r.Entry.Identity.Sourced(i, v) }
 
 func httpSource(s snapshot.IdentitySource, h http.Header, peer string) (string, error) {
 	switch s.Type {

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // Metrics are the sidecar's Prometheus series. A nil *Metrics records nothing.
@@ -82,15 +81,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// IdentityHash is how metrics name an identity (as encoded in Redis keys): the first 16 hex
-// digits of its SHA-256. Metrics outlive the request and reach people who must not see
-// credentials, and an identity is often one (an API key, a bearer token's claim), so it is
-// never exported as is; an operator who suspects an identity hashes it to compare
-// (printf %s "$identity" | sha256sum | cut -c1-16), or finds its keys in Redis.
-func IdentityHash(identity string) string {
-	sum := sha256.Sum256([]byte(identity))
-	return hex.EncodeToString(sum[:8])
-}
+// IdentityHash is how metrics name an identity (snapshot.IdentityHash): metrics outlive the
+// request and reach people who must not see credentials, and an identity is often one.
+func IdentityHash(identity string) string { return snapshot.IdentityHash(identity) }
 
 // HotTopN is how many hot identities ratelimit_sidecar_hot_identity_checks_per_second lists.
 const HotTopN = 10

@@ -54,4 +54,3 @@ func BenchmarkPlanHTTP(b *testing.B) {
 		})
 	}
 }
-

@@ -62,7 +62,7 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 		if c.RequestID != "" {
 			c.Fingerprint = fp
 		}
-		if c.Tier, err = rule.httpTier(r, method, host); err != nil {
+		if c.Tier, err = rule.httpTier(&c, r, method, host); err != nil {
 			return nil, nil, fmt.Errorf("policy %s: %w", rule.Name(), err)
 		}
 		checks[i] = c
@@ -97,11 +97,10 @@ func (r *Rule) DescriptorCheck(domain string, entries []DescriptorEntry, stated 
 		return Check{}, err
 	}
 	id, ok := r.descriptorIdentity(entries)
-	tier, err := r.descriptorTier(entries)
-	if err != nil {
+	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.descriptorRequestID(entries)}
+	if c.Tier, err = r.descriptorTier(&c, entries); err != nil {
 		return Check{}, err
 	}
-	c := Check{Identity: id, HasIdentity: ok, Cost: cost, RequestID: r.descriptorRequestID(entries), Tier: tier}
 	if c.RequestID != "" {
 		c.Fingerprint = descriptorFingerprint(domain, entries)
 	}

@@ -26,6 +26,8 @@ type Rule struct {
 	def Tier
 	// tiers are the other tiers, in the order their conditions are tried.
 	tiers []*Tier
+	// overrides are the tiers RateLimitOverrides give callers.
+	overrides overrides
 }
 
 // Name is the policy's name.
@@ -44,6 +46,9 @@ func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) 
 	}
 	r := &Rule{Entry: p, Policy: compiled, fingerprint: fingerprint(p), tiers: tiers,
 		def: Tier{Name: snapshot.DefaultTier, Limits: p.Limits, Policy: compiled}}
+	if r.overrides, err = compileOverrides(namespace, functions, p, append([]*Tier{&r.def}, tiers...)); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
 	for _, m := range p.Match.HTTP {
 		r.hosts = append(r.hosts, lowerAll(m.Hosts))
 		r.prefixes = append(r.prefixes, compilePrefixes(m.PathPrefixes))

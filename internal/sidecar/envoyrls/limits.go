@@ -33,7 +33,7 @@ func (s *Service) rateLimitsOf(set *engine.Set) *rateLimits {
 		if r.Entry.Match.Envoy == nil {
 			continue
 		}
-		for _, t := range append([]*engine.Tier{r.Default()}, r.Tiers()...) {
+		for _, t := range r.AllTiers() {
 			ls, ok := prev.reported(t)
 			if !ok {
 				for i := range t.Limits {

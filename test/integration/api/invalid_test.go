@@ -159,22 +159,29 @@ func tier(name, when string) map[string]any {
 // or CEL rules on the real API server, with the right field path and message. The unbroken
 // base policy is created first, so a case can only fail for the reason it names.
 func TestInvalidPoliciesRejected(t *testing.T) {
+	rejectAll(t, "t-", basePolicy, invalidCases, "policy")
+}
+
+// rejectAll creates the unbroken object base gives in a fresh namespace (prefix), then each
+// case's broken copy, and checks the API server refuses it naming the case's field.
+func rejectAll(t *testing.T, prefix string, base func(*testing.T) *unstructured.Unstructured, cases []invalidCase, kind string) {
+	t.Helper()
 	e := suite.Env(t)
-	ns := kube.NewNamespace(t, e, "t-")
-	base := basePolicy(t)
-	base.SetNamespace(ns)
-	if err := e.Client.Create(context.Background(), base); err != nil {
-		t.Fatalf("the unbroken base policy must be accepted: %v", err)
+	ns := kube.NewNamespace(t, e, prefix)
+	unbroken := base(t)
+	unbroken.SetNamespace(ns)
+	if err := e.Client.Create(context.Background(), unbroken); err != nil {
+		t.Fatalf("the unbroken base %s must be accepted: %v", kind, err)
 	}
-	for i, tc := range invalidCases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := basePolicy(t)
+			obj := base(t)
 			obj.SetNamespace(ns)
 			obj.SetName(fmt.Sprintf("invalid-%d", i))
 			tc.mutate(t, obj.Object)
 			err := e.Client.Create(context.Background(), obj)
 			if err == nil {
-				t.Fatalf("API server accepted a policy with %s", tc.name)
+				t.Fatalf("API server accepted a %s with %s", kind, tc.name)
 			}
 			assertCause(t, err, tc.field, tc.msg)
 		})

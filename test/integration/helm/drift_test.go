@@ -73,11 +73,13 @@ func TestNoDriftFromKustomize(t *testing.T) {
 
 	t.Run("rbac", func(t *testing.T) {
 		for chartName, kustName := range map[string]string{
-			"manager":                "manager-role",
-			"metrics-auth":           "metrics-auth-role",
-			"metrics-reader":         "metrics-reader",
-			"ratelimitpolicy-editor": "ratelimitpolicy-editor-role",
-			"ratelimitpolicy-viewer": "ratelimitpolicy-viewer-role",
+			"manager":                  "manager-role",
+			"metrics-auth":             "metrics-auth-role",
+			"metrics-reader":           "metrics-reader",
+			"ratelimitpolicy-editor":   "ratelimitpolicy-editor-role",
+			"ratelimitpolicy-viewer":   "ratelimitpolicy-viewer-role",
+			"ratelimitoverride-editor": "ratelimitoverride-editor-role",
+			"ratelimitoverride-viewer": "ratelimitoverride-viewer-role",
 		} {
 			c := chart.get(t, "ClusterRole", "", fullname+"-"+chartName)
 			k := kust.get(t, "ClusterRole", "", kPrefix+kustName)

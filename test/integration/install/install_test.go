@@ -259,28 +259,38 @@ func TestInstallMetricsServiceAndRBAC(t *testing.T) {
 	checkHelperRoles(t, r)
 }
 
-// checkHelperRoles: the editor role may write policies but not their status, and is not
-// aggregated into edit/admin (who may write policies is the platform's call); the viewer only
-// reads.
+// checkHelperRoles: the editor roles may write policies or overrides but not their status,
+// and are not aggregated into edit/admin (who may write limits is the platform's call); the
+// viewers only read, and the override viewer is not aggregated into view either (an
+// override may name callers by their API key, and view reads no Secrets).
 func checkHelperRoles(t *testing.T, r rendered) {
 	t.Helper()
-	var editor, viewer rbacv1.ClusterRole
+	var editor, viewer, oEditor, oViewer rbacv1.ClusterRole
 	r.get(t, "ClusterRole", "ratelimit-ratelimitpolicy-editor-role", &editor)
 	r.get(t, "ClusterRole", "ratelimit-ratelimitpolicy-viewer-role", &viewer)
-	for k := range editor.Labels {
-		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
-			t.Errorf("editor role is aggregated (%s): anyone with edit in a namespace could write policies", k)
+	r.get(t, "ClusterRole", "ratelimit-ratelimitoverride-editor-role", &oEditor)
+	r.get(t, "ClusterRole", "ratelimit-ratelimitoverride-viewer-role", &oViewer)
+	for _, role := range []rbacv1.ClusterRole{editor, oEditor, oViewer} {
+		for k := range role.Labels {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+				t.Errorf("%s is aggregated (%s): anyone with that built-in role in a namespace would get it", role.Name, k)
+			}
 		}
 	}
-	for _, role := range []rbacv1.ClusterRole{editor, viewer} {
+	for _, role := range []rbacv1.ClusterRole{editor, viewer, oEditor, oViewer} {
 		for _, rule := range role.Rules {
-			if slices.Contains(rule.Resources, "ratelimitpolicies/status") && !slices.Equal(rule.Verbs, []string{"get"}) {
+			if slices.ContainsFunc(rule.Resources, func(res string) bool { return strings.HasSuffix(res, "/status") }) && !slices.Equal(rule.Verbs, []string{"get"}) {
 				t.Errorf("%s grants %v on status; only the controller writes it", role.Name, rule.Verbs)
 			}
-			if role.Name == viewer.Name && slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
-				t.Errorf("viewer role grants %v", rule.Verbs)
+			if (role.Name == viewer.Name || role.Name == oViewer.Name) && slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+				t.Errorf("viewer role %s grants %v", role.Name, rule.Verbs)
 			}
 		}
+	}
+	if !slices.ContainsFunc(oEditor.Rules, func(rule rbacv1.PolicyRule) bool {
+		return slices.Contains(rule.Resources, "ratelimitoverrides") && slices.Contains(rule.Verbs, "create")
+	}) || slices.ContainsFunc(oEditor.Rules, func(rule rbacv1.PolicyRule) bool { return slices.Contains(rule.Resources, "ratelimitpolicies") }) {
+		t.Errorf("override editor rules %+v: want create on ratelimitoverrides and nothing on policies", oEditor.Rules)
 	}
 }
 

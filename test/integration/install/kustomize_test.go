@@ -130,8 +130,10 @@ func TestKustomizeDefaultWebhooks(t *testing.T) {
 	if issuer.Metadata.Namespace != installNamespace || issuer.Spec.SelfSigned == nil {
 		t.Errorf("issuer %+v: want a self-signed issuer in %s", issuer, installNamespace)
 	}
-	if _, ok := r["CustomResourceDefinition"]["ratelimitpolicies.policy.ratelimit.dev"]; !ok {
-		t.Errorf("config/default does not install the RateLimitPolicy CRD")
+	for _, crd := range []string{"ratelimitpolicies.policy.ratelimit.dev", "ratelimitoverrides.policy.ratelimit.dev"} {
+		if _, ok := r["CustomResourceDefinition"][crd]; !ok {
+			t.Errorf("config/default does not install the CRD %s", crd)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ package snapshottest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
@@ -75,4 +76,26 @@ func DocumentFor(t testing.TB, namespace string, redis snapshot.Redis, policies 
 		t.Fatalf("marshal snapshot: %v", err)
 	}
 	return b
+}
+
+// WithOverrides attaches overrides to s as the controller publishes them
+// (controller.AttachOverrides, at now) and reseals it; an override the controller would
+// leave out fails the test.
+func WithOverrides(t testing.TB, s *snapshot.Snapshot, overrides ...*v1alpha1.RateLimitOverride) *snapshot.Snapshot {
+	t.Helper()
+	items := make([]v1alpha1.RateLimitOverride, len(overrides))
+	for i, o := range overrides {
+		items[i] = *o.DeepCopy()
+		items[i].Namespace = s.Namespace
+	}
+	verdicts, _, err := controller.AttachOverrides(s, items, time.Now())
+	if err != nil {
+		t.Fatalf("attach overrides: %v", err)
+	}
+	for name, v := range verdicts {
+		if !v.Applied() {
+			t.Fatalf("override %s: %s: %s", name, v.Reason, v.Message)
+		}
+	}
+	return s
 }
