@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
@@ -134,5 +135,34 @@ func TestOverrideExpiryKeepsUsage(t *testing.T) {
 				t.Errorf("after the override expired, having used %d of the free %d: %d of %d admitted, want 0", freeLimit+2, freeLimit, got, freeLimit)
 			}
 		})
+	}
+}
+
+// The check API applies overrides to the identity it is given: a check and a plan question
+// for an overridden caller answer with the override's tier, beating the conditions of the
+// request described, and a tier named in the request beats both.
+func TestCheckAPIOverrides(t *testing.T) {
+	p := tieredPolicy(v1alpha1.AlgorithmGCRA)
+	r := newRig(t, limiter.Options{}, p)
+	r.loadOverrides([]*v1alpha1.RateLimitPolicy{p}, override("vip", []v1alpha1.OverrideCaller{byValue("vip")}),
+		override("own", []v1alpha1.OverrideCaller{byValue("own")}, ownLimits))
+	free := &httpcheck.Attributes{Headers: map[string]string{"X-Plan": "free"}}
+	for _, tc := range []struct {
+		req   httpcheck.Request
+		tier  string
+		quota int64
+	}{
+		{httpcheck.Request{Policy: "plans", Identity: "vip"}, "pro", proLimit},
+		{httpcheck.Request{Policy: "plans", Identity: "vip", Request: free}, "pro", proLimit},
+		{httpcheck.Request{Policy: "plans", Identity: "own", Request: free}, "override/own", ownLimit},
+		{httpcheck.Request{Policy: "plans", Identity: "own", Tier: "default"}, "default", freeLimit},
+		{httpcheck.Request{Policy: "plans", Identity: "nobody"}, "default", freeLimit},
+	} {
+		if got := r.checkAPI(t, tc.req); got.Tier != tc.tier || got.Quota != tc.quota || !got.Allowed {
+			t.Errorf("check %+v: tier %q quota %d allowed %v, want %q %d true", tc.req, got.Tier, got.Quota, got.Allowed, tc.tier, tc.quota)
+		}
+		if plan := r.planAPI(t, tc.req); plan.Tier != tc.tier || len(plan.Limits) != 1 || plan.Limits[0].Requests != tc.quota {
+			t.Errorf("plan %+v: %+v, want tier %q with %d requests", tc.req, plan, tc.tier, tc.quota)
+		}
 	}
 }
