@@ -28,8 +28,9 @@ type HotKeys struct {
 	// +kubebuilder:default=Off
 	Leases LeaseMode `json:"leases,omitempty"`
 
-	// shards spreads a global limit (every identity source Fixed: one budget for every
-	// caller) over this many shards, each on its own hash tag and so, on a Redis Cluster
+	// shards spreads a global limit (every identity source Fixed, Method or PathPrefix, in
+	// sources or in every part: one budget for every caller, or per method or route) over
+	// this many shards, each on its own hash tag and so, on a Redis Cluster
 	// whose primaries own equal slot ranges, on its own primary. Each shard holds its share
 	// of every limit (the shares add up to the limit exactly, so nothing more is ever
 	// admitted); a check asks one shard at random and, when that one is spent, the others

@@ -1,27 +1,58 @@
 package v1alpha1
 
-// Identity says who the caller is. Sources are tried in order; the first one that yields a
-// non-empty value is the identity. Identity values are untrusted: they are encoded before they
-// become part of a Redis key, so no value can move a key to another slot or another caller.
+// Identity says who the caller is, in one of two shapes. sources is a fallback chain: the
+// first source that yields a non-empty value is the identity. parts is a composite
+// identity: each part is such a chain, and every combination of the parts' values has its
+// own counters (API key and path prefix, tenant claim and method). Identity values are
+// untrusted: they are encoded before they become part of a Redis key, so no value can move
+// a key to another slot or another caller.
 //
-// +kubebuilder:validation:XValidation:rule="size(self.sources.filter(s, s.type == 'Fixed')) == 0 || (size(self.sources.filter(s, s.type == 'Fixed')) == 1 && self.sources[size(self.sources) - 1].type == 'Fixed')",message="a Fixed source always yields a value, so there can be only one and it must be the last source",fieldPath=".sources"
+// +kubebuilder:validation:XValidation:rule="has(self.sources) != has(self.parts)",message="set exactly one of sources (a fallback chain: the first source present is the identity) and parts (a composite identity: one counter per combination of the parts' values)"
+// +kubebuilder:validation:XValidation:rule="!has(self.parts) || self.parts.exists(p, p.sources.exists(s, s.type != 'Fixed'))",message="every part is Fixed, so every caller shares one counter: for a global limit use sources with one Fixed source",fieldPath=".parts"
 type Identity struct {
 	// sources are the places the identity is read from, in order of preference. With
 	// several sources, each source's identities are counted apart (the identity records
 	// which source yielded it), so a caller whose header names another caller's address, or
-	// a Fixed source's value, never spends that caller's quota.
-	// +required
-	// +listType=atomic
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=8
-	Sources []IdentitySource `json:"sources"`
+	// a Fixed source's value, never spends that caller's quota. Set sources or parts.
+	// +optional
+	Sources IdentitySources `json:"sources,omitempty"`
 
-	// onMissing is what happens to a request for which no source yields a value: Shared
-	// counts it under one shared "anonymous" identity, Reject denies it, Skip admits it
-	// without counting.
+	// parts make a composite identity: each part is a fallback chain of sources, read as
+	// sources is, and each combination of the parts' values (API key and path prefix, say)
+	// gets its own counters. A value of one part never spends another combination's quota,
+	// whatever separators it holds. Set sources or parts.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=4
+	Parts []IdentityPart `json:"parts,omitempty"`
+
+	// onMissing is what happens to a request for which no source yields a value (with
+	// parts: for which some part yields none). Shared counts it under one shared
+	// "anonymous" identity (with parts: the missing part counts as one shared value of its
+	// own, distinct from every real value, and the parts present still count apart), Reject
+	// denies it, Skip admits it without counting.
 	// +optional
 	// +kubebuilder:default=Shared
 	OnMissing MissingIdentityAction `json:"onMissing,omitempty"`
+}
+
+// IdentitySources is a fallback chain of identity sources: the first that yields a
+// non-empty value names the caller. A Fixed source always yields one, so it can only come
+// last.
+//
+// +listType=atomic
+// +kubebuilder:validation:MinItems=1
+// +kubebuilder:validation:MaxItems=8
+// +kubebuilder:validation:XValidation:rule="size(self.filter(s, s.type == 'Fixed')) == 0 || (size(self.filter(s, s.type == 'Fixed')) == 1 && self[size(self) - 1].type == 'Fixed')",message="a Fixed source always yields a value, so there can be only one and it must be the last source"
+type IdentitySources []IdentitySource
+
+// IdentityPart is one part of a composite identity.
+type IdentityPart struct {
+	// sources are where the part's value is read from, in order of preference, with the
+	// rules of identity.sources: the first source that yields a value names the part.
+	// +required
+	Sources IdentitySources `json:"sources"`
 }
 
 // MissingIdentityAction is what happens to a request that has no identity.
@@ -38,7 +69,7 @@ const (
 )
 
 // IdentitySourceType names where an identity value comes from.
-// +kubebuilder:validation:Enum=Header;ClientIP;JWTClaim;Descriptor;Fixed
+// +kubebuilder:validation:Enum=Header;ClientIP;JWTClaim;Descriptor;Fixed;Method;PathPrefix
 type IdentitySourceType string
 
 const (
@@ -52,10 +83,19 @@ const (
 	IdentityDescriptor IdentitySourceType = "Descriptor"
 	// IdentityFixed uses a constant: every caller shares one identity (a global limit).
 	IdentityFixed IdentitySourceType = "Fixed"
+	// IdentityMethod is the method the upstream will run: the method-override header
+	// (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override) when present, else the
+	// request method; HEAD reads as GET, a method outside the standard nine as OTHER.
+	// HTTP fronts only.
+	IdentityMethod IdentitySourceType = "Method"
+	// IdentityPathPrefix is the path prefix of the policy's HTTP match entry that matched
+	// the request (the longest of several), normalized as it matches, or "/" when that
+	// entry names none: the policy's own text, never the request's path. HTTP fronts only.
+	IdentityPathPrefix IdentitySourceType = "PathPrefix"
 )
 
 // IdentitySource is one place an identity value can come from. Exactly the member named by
-// type is set.
+// type is set; Method and PathPrefix have none.
 //
 // +kubebuilder:validation:XValidation:rule="self.type == 'Header' ? has(self.header) : !has(self.header)",message="header must be set when type is Header, and only then",fieldPath=".header"
 // +kubebuilder:validation:XValidation:rule="self.type == 'JWTClaim' ? has(self.jwtClaim) : !has(self.jwtClaim)",message="jwtClaim must be set when type is JWTClaim, and only then",fieldPath=".jwtClaim"

@@ -11,7 +11,9 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || self.limits.all(l, !has(l.burst))",message="burst is only allowed when algorithm is TokenBucket or GCRA",fieldPath=".limits"
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || !has(self.tiers) || self.tiers.all(t, t.limits.all(l, !has(l.burst)))",message="burst is only allowed when algorithm is TokenBucket or GCRA",fieldPath=".tiers"
 // +kubebuilder:validation:XValidation:rule="self.failureMode == 'LocalCap' ? has(self.localCap) : !has(self.localCap)",message="localCap must be set when failureMode is LocalCap, and only then",fieldPath=".localCap"
-// +kubebuilder:validation:XValidation:rule="!self.identity.sources.exists(s, s.type == 'Descriptor') || (has(self.match) && has(self.match.envoy))",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.sources"
+// +kubebuilder:validation:XValidation:rule="!has(self.identity.sources) || !self.identity.sources.exists(s, s.type == 'Descriptor') || (has(self.match) && has(self.match.envoy))",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.sources"
+// +kubebuilder:validation:XValidation:rule="!has(self.identity.parts) || !self.identity.parts.exists(p, p.sources.exists(s, s.type == 'Descriptor')) || (has(self.match) && has(self.match.envoy))",message="identity source type Descriptor needs match.envoy: descriptors only exist on the Envoy front",fieldPath=".identity.parts"
+// +kubebuilder:validation:XValidation:rule="(has(self.match) && has(self.match.http)) || has(self.targetRefs) || ((!has(self.identity.sources) || !self.identity.sources.exists(s, s.type in ['Method', 'PathPrefix'])) && (!has(self.identity.parts) || !self.identity.parts.exists(p, p.sources.exists(s, s.type in ['Method', 'PathPrefix']))))",message="identity source types Method and PathPrefix need match.http or targetRefs: they read the HTTP request, which the Envoy RLS front never sees",fieldPath=".identity"
 // +kubebuilder:validation:XValidation:rule="!has(self.idempotency) || !has(self.idempotency.descriptorKey) || (has(self.match) && has(self.match.envoy))",message="idempotency.descriptorKey needs match.envoy",fieldPath=".idempotency.descriptorKey"
 // +kubebuilder:validation:XValidation:rule="has(self.match) != has(self.targetRefs)",message="set exactly one of match and targetRefs: a policy attached to Gateway API objects takes the hosts, paths and methods it governs from them"
 // +kubebuilder:validation:XValidation:rule="!has(self.precedence) || (has(self.targetRefs) && self.targetRefs.all(t, t.kind == 'Gateway'))",message="precedence is only for policies whose targetRefs are all Gateways",fieldPath=".precedence"
@@ -37,8 +39,9 @@ type RateLimitPolicySpec struct {
 	// +optional
 	Precedence Precedence `json:"precedence,omitempty"`
 
-	// identity says who the caller is: an ordered list of sources, the first one present wins.
-	// Each distinct identity gets its own counters.
+	// identity says who the caller is: an ordered list of sources, the first one present
+	// wins, or parts whose combination is the identity. Each distinct identity gets its own
+	// counters.
 	// +required
 	Identity Identity `json:"identity"`
 

@@ -43,6 +43,7 @@ func (r Rules) CompileAsIs(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.
 // milliseconds, key scope) and compiles its snapshot entry with the limiter's own rules.
 func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	errs := checkSpec(&p.Spec)
+	errs = append(errs, checkIdentity(&p.Spec)...)
 	errs = append(errs, r.checkScope(&p.Spec)...)
 	errs = append(errs, checkShards(&p.Spec)...)
 	entry := Entry(p)

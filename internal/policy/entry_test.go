@@ -15,7 +15,7 @@ import (
 )
 
 // TestEntriesFromTheAPIAreStable holds the one conversion from the API to the wire format
-// to testdata/entries-from-api.json: two policies setting every field of the API that
+// to testdata/entries-from-api.json: policies setting every field of the API that
 // reaches a sidecar (testdata/full-policies.yaml), built as the controller builds them. A
 // renamed API field must not change what sidecars read; a changed conversion shows here.
 func TestEntriesFromTheAPIAreStable(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 )
 
 // checkShards holds a sharded global limit to what makes it one: every identity source
-// Fixed (a budget shared by all callers; sharding per-caller identities would multiply
-// keys for nothing), and ${identity} inside the hash tag, which is what puts each shard on
-// its own tag.
+// Fixed, Method or PathPrefix (a budget shared by all callers, or by all callers of a method
+// or route; sharding per-caller identities would multiply keys for nothing), and
+// ${identity} inside the hash tag, which is what puts each shard on its own tag.
 func checkShards(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	hk := s.HotKeys
 	if hk == nil || hk.Shards == nil || *hk.Shards <= 1 {
@@ -20,9 +20,9 @@ func checkShards(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	}
 	path := specPath.Child("hotKeys", "shards")
 	var errs field.ErrorList
-	if !onlyFixed(s.Identity) {
+	if !callerIndependent(s.Identity) {
 		errs = append(errs, field.Invalid(path, *hk.Shards,
-			"shards are for a global limit: every identity source must be Fixed (per-caller identities already spread over the Cluster)"))
+			"shards are for a global limit: every identity source must be Fixed, Method or PathPrefix, in sources and in every part (per-caller identities already spread over the Cluster)"))
 	}
 	if kl := s.KeyLayout; kl != nil && kl.State != "" {
 		if t, err := keylayout.Parse(kl.State); err == nil {

@@ -101,6 +101,9 @@ func overrideCallers(path *field.Path, id snapshot.Identity, callers []v1alpha1.
 			out = append(out, c.Hash)
 		case c.Value == "":
 			errs = append(errs, field.Required(path.Index(i), "set exactly one of value and hash"))
+		case len(id.Parts) > 0:
+			errs = append(errs, field.Invalid(path.Index(i).Child("value"), field.OmitValueType{},
+				"the policy has a composite identity (identity.parts): name the caller by hash, the IdentityHash of the combined identity as counted"))
 		default:
 			src := 0
 			if c.Source != nil {

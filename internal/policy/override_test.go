@@ -64,6 +64,10 @@ func TestOverrideRefused(t *testing.T) {
 			mutate: func(s *v1alpha1.RateLimitOverrideSpec) {
 				s.Tier, s.Limits = "", []v1alpha1.Limit{limit("default", 50, time.Second, 60)}
 			}, field: "spec.limits[0].burst", msgs: []string{"TokenBucket or GCRA"}},
+		{name: "value for a composite identity", entry: func(e *snapshot.Entry) {
+			e.Identity.Parts = []snapshot.IdentityPart{{Sources: e.Identity.Sources[:1]}, {Sources: e.Identity.Sources[1:]}}
+			e.Identity.Sources = nil
+		}, field: "spec.callers[0].value", msgs: []string{"identity.parts", "hash"}},
 		{name: "sharded policy", entry: func(e *snapshot.Entry) { e.Shards = 4 },
 			field: "spec.policyName", msgs: []string{"hotKeys.shards"}},
 	} {

@@ -108,18 +108,22 @@ func layout(p *v1alpha1.RateLimitPolicy) string {
 
 // skipWarning: onMissing Skip admits, uncounted, every request without an identity, so a
 // client escapes the limit by leaving its identity out (no header, a malformed token),
-// unless a Fixed source always yields one.
+// unless a Fixed source always yields one (with parts: in every part).
 func skipWarning(p *v1alpha1.RateLimitPolicy) []string {
 	id := p.Spec.Identity
 	if id.OnMissing != v1alpha1.MissingIdentitySkip {
 		return nil
 	}
-	for _, s := range id.Sources {
-		if s.Type == v1alpha1.IdentityFixed {
-			return nil
+	for i, c := range chains(id) {
+		switch {
+		case alwaysYields(c):
+			continue
+		case len(id.Parts) > 0:
+			return []string{fmt.Sprintf("spec.identity.onMissing: Skip admits every request for which a part yields no value without counting it: a client escapes this limit by leaving out spec.identity.parts[%d] (no header, a malformed token); use Shared (a missing part counts as one shared value of its own) or Reject, unless a hop in front guarantees it", i)}
 		}
+		return []string{"spec.identity.onMissing: Skip admits every request for which no source yields an identity without counting it: a client escapes this limit by leaving its identity out (no header, a malformed token); use Shared (one budget for all of them) or Reject, unless a hop in front guarantees the identity"}
 	}
-	return []string{"spec.identity.onMissing: Skip admits every request for which no source yields an identity without counting it: a client escapes this limit by leaving its identity out (no header, a malformed token); use Shared (one budget for all of them) or Reject, unless a hop in front guarantees the identity"}
+	return nil
 }
 
 // leaseWarning: leases trade exact remaining counts and units held by sidecars for fewer

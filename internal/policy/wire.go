@@ -32,9 +32,18 @@ func wireMatch(m v1alpha1.Match) snapshot.Match {
 
 // wireIdentity is id in the wire format.
 func wireIdentity(id v1alpha1.Identity) snapshot.Identity {
-	out := snapshot.Identity{OnMissing: string(id.OnMissing)}
-	for _, s := range id.Sources {
-		out.Sources = append(out.Sources, wireSource(s))
+	out := snapshot.Identity{OnMissing: string(id.OnMissing), Sources: wireSources(id.Sources)}
+	for _, p := range id.Parts {
+		out.Parts = append(out.Parts, snapshot.IdentityPart{Sources: wireSources(p.Sources)})
+	}
+	return out
+}
+
+// wireSources is a chain of identity sources in the wire format; nil for none.
+func wireSources(in v1alpha1.IdentitySources) []snapshot.IdentitySource {
+	var out []snapshot.IdentitySource
+	for _, s := range in {
+		out = append(out, wireSource(s))
 	}
 	return out
 }

@@ -39,13 +39,25 @@ type DescriptorMatch struct {
 	Value string `json:"value,omitempty"`
 }
 
-// Identity says who the caller is: the first source present names it.
+// Identity says who the caller is: the first of Sources present names it, or, for a
+// composite identity, the combination of its Parts' values. Exactly one of Sources and
+// Parts is set. A snapshot with Parts is refused by sidecars built before them (its
+// content hash differs), which keep their last good snapshot: roll the sidecars first.
 type Identity struct {
 	// Sources are tried in order.
-	Sources []IdentitySource `json:"sources"`
-	// OnMissing is what happens when no source is present (MissingShared, MissingReject,
-	// MissingSkip); empty is MissingShared.
+	Sources []IdentitySource `json:"sources,omitempty"`
+	// Parts are the parts of a composite identity, in order: one counter per combination.
+	Parts []IdentityPart `json:"parts,omitempty"`
+	// OnMissing is what happens when no source is present, or with Parts when a part has
+	// none (MissingShared, MissingReject, MissingSkip); empty is MissingShared.
 	OnMissing string `json:"onMissing,omitempty"`
+}
+
+// IdentityPart is one part of a composite identity: the first of its sources present
+// names the part's value.
+type IdentityPart struct {
+	// Sources are tried in order.
+	Sources []IdentitySource `json:"sources"`
 }
 
 // What a request with no identity gets (Identity.OnMissing).
@@ -70,6 +82,11 @@ const (
 	SourceDescriptor = "Descriptor"
 	// SourceFixed is one value for every caller.
 	SourceFixed = "Fixed"
+	// SourceMethod is the method the upstream will run (HTTP fronts only).
+	SourceMethod = "Method"
+	// SourcePathPrefix is the path prefix of the policy's HTTP match entry that matched
+	// (HTTP fronts only).
+	SourcePathPrefix = "PathPrefix"
 )
 
 // IdentitySource is one source; the field of its Type is set.

@@ -31,12 +31,17 @@ func IdentityHash(identity string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Sourced is the identity of value v read from source i of id. With several sources each
-// one's identities are kept apart by the source's position ("1=10.0.0.5"): otherwise a
-// caller whose API key is another caller's address (or a Fixed fallback's value) would
-// spend that caller's quota. A policy with one source keeps the bare value.
-func (id Identity) Sourced(i int, v string) string {
-	if len(id.Sources) < 2 {
+// Sourced is the identity of value v read from source i of id.Sources (see the function
+// Sourced).
+func (id Identity) Sourced(i int, v string) string { return Sourced(len(id.Sources), i, v) }
+
+// Sourced is the identity of value v read from source i of a chain of n sources. With
+// several sources each one's identities are kept apart by the source's position
+// ("1=10.0.0.5"): otherwise a caller whose API key is another caller's address (or a Fixed
+// fallback's value) would spend that caller's quota. A chain of one source keeps the bare
+// value.
+func Sourced(n, i int, v string) string {
+	if n < 2 {
 		return v
 	}
 	return strconv.Itoa(i) + "=" + v

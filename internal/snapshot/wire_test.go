@@ -82,13 +82,44 @@ const plansDocument = `{
   }]
 }`
 
+// partsDocument has a composite identity (parts) and the sources only the HTTP fronts read
+// (Method, PathPrefix): a feature a sidecar built before it refuses whole (the content hash
+// differs), so it has a golden file of its own and wire-v1.json stays as every older
+// sidecar reads it.
+const partsDocument = `{
+  "schemaVersion": 1,
+  "namespace": "shop",
+  "redis": {"mode": "standalone", "addrs": ["redis:6379"]},
+  "scripts": [{"name": "fixed_window", "sha": "0123456789abcdef0123456789abcdef01234567"}],
+  "policies": [{
+    "name": "per-key-route-method",
+    "match": {"http": [{"pathPrefixes": ["/v1/orders", "/v1/users"]}]},
+    "identity": {
+      "parts": [
+        {"sources": [{"type": "Header", "header": {"name": "X-API-Key"}}, {"type": "JWTClaim", "jwtClaim": {"claim": "tenant"}}]},
+        {"sources": [{"type": "PathPrefix"}]},
+        {"sources": [{"type": "Method"}]}
+      ],
+      "onMissing": "Shared"
+    },
+    "algorithm": "FixedWindow",
+    "script": "fixed_window",
+    "sha": "0123456789abcdef0123456789abcdef01234567",
+    "limits": [{"name": "per-minute", "requests": 100, "periodMs": 60000}],
+    "cost": {"default": 1},
+    "stateKey": "{rl:shop/per-key-route-method:${identity}}:${limit}",
+    "ttlMs": 60000,
+    "failureMode": "FailOpen"
+  }]
+}`
+
 // TestWireFormatIsStable holds the snapshot's wire format to its golden files: a document
 // setting every field, sealed, must come out byte for byte, and the golden file must parse
 // (its version matches its content) and come out unchanged. A renamed, dropped or retyped
 // field fails it: sidecars of every version read these bytes, so a change to them needs a
 // new schema version, not an edit of a golden file.
 func TestWireFormatIsStable(t *testing.T) {
-	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-plans.json": plansDocument} {
+	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-plans.json": plansDocument, "wire-parts.json": partsDocument} {
 		t.Run(file, func(t *testing.T) { checkWire(t, file, doc) })
 	}
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,38 +11,249 @@ import (
 	"strings"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/jwtpayload"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
-// HTTPIdentity reads the caller's identity for r from an HTTP request: the first source that
-// yields a non-empty value. ok is false when none does. peer is the connection's remote
-// address (host:port or host). A header source sent on several field lines is an error
-// (ErrRepeatedHeader).
+// HTTPIdentity reads the caller's identity for r from an HTTP request's headers and peer
+// address: the first source that yields a non-empty value, or with parts their combination
+// (composeParts). ok is false when no source does, or with parts when a part yields none and
+// onMissing is Reject or Skip. peer is the connection's remote address (host:port or
+// host). A header source sent on several field lines is an error (ErrRepeatedHeader). The
+// Method and PathPrefix sources yield nothing here: they need the whole request, which
+// PlanHTTP has.
 func (r *Rule) HTTPIdentity(h http.Header, peer string) (id string, ok bool, err error) {
-	for i, s := range r.Entry.Identity.Sources {
-		v, err := httpSource(s, h, peer)
+	return r.httpIdentity(h, peer, nil)
+}
+
+// httpView is what the Method and PathPrefix sources read of an HTTP request, beyond its
+// headers and peer address.
+type httpView struct {
+	// host is the canonical host (canonicalHost).
+	host string
+	// path is the normalized path.
+	path httppath.Path
+	// sent is the request method as sent, upper-cased.
+	sent string
+	// overrides are the methods the request asks the upstream to run (methodOverrides).
+	overrides []string
+}
+
+// method is the method the upstream will run: the first override, else the method sent.
+func (v *httpView) method() string {
+	if len(v.overrides) > 0 {
+		return v.overrides[0]
+	}
+	return v.sent
+}
+
+// httpIdentity is HTTPIdentity with the request view v (nil: none, so Method and
+// PathPrefix yield nothing).
+func (r *Rule) httpIdentity(h http.Header, peer string, v *httpView) (string, bool, error) {
+	id := &r.Entry.Identity
+	if len(id.Parts) == 0 {
+		i, val, err := r.httpChain(id.Sources, h, peer, v)
+		if err != nil || i < 0 {
+			return "", false, err
+		}
+		return sourced(len(id.Sources), i, val), true, nil
+	}
+	var vals [maxParts]string
+	var from [maxParts]int
+	for k := range id.Parts {
+		i, val, err := r.httpChain(id.Parts[k].Sources, h, peer, v)
 		if err != nil {
 			return "", false, err
 		}
-		if v != "" {
-			return r.sourced(i, v), true, nil
-		}
+		from[k], vals[k] = i, val
 	}
-	return "", false, nil
+	return r.composeParts(from[:len(id.Parts)], vals[:len(id.Parts)])
 }
 
-// descriptorIdentity reads the caller's identity for r from an Envoy descriptor.
+// httpChain reads a fallback chain of sources: the position of the first that yields a
+// value, and the value; -1 when none does.
+func (r *Rule) httpChain(sources []snapshot.IdentitySource, h http.Header, peer string, v *httpView) (int, string, error) {
+	for i, s := range sources {
+		val, err := r.httpSource(s, h, peer, v)
+		if err != nil {
+			return -1, "", err
+		}
+		if val != "" {
+			return i, val, nil
+		}
+	}
+	return -1, "", nil
+}
+
+// descriptorIdentity reads the caller's identity for r from an Envoy descriptor, as
+// HTTPIdentity does from an HTTP request.
 func (r *Rule) descriptorIdentity(entries []DescriptorEntry) (id string, ok bool) {
-	for i, s := range r.Entry.Identity.Sources {
-		if v := descriptorSource(s, entries); v != "" {
-			return r.sourced(i, v), true
+	ident := &r.Entry.Identity
+	if len(ident.Parts) == 0 {
+		i, val := descriptorChain(ident.Sources, entries)
+		if i < 0 {
+			return "", false
 		}
+		return sourced(len(ident.Sources), i, val), true
 	}
-	return "", false
+	var vals [maxParts]string
+	var from [maxParts]int
+	for k := range ident.Parts {
+		from[k], vals[k] = descriptorChain(ident.Parts[k].Sources, entries)
+	}
+	id, ok, _ = r.composeParts(from[:len(ident.Parts)], vals[:len(ident.Parts)])
+	return id, ok
 }
 
-// sourced is the identity of value v read from source i (snapshot.Identity.Sourced).
-func (r *Rule) sourced(i int, v string) string { return r.Entry.Identity.Sourced(i, v) }
+// descriptorChain is httpChain on an Envoy descriptor.
+func descriptorChain(sources []snapshot.IdentitySource, entries []DescriptorEntry) (int, string) {
+	for i, s := range sources {
+		if v := descriptorSource(s, entries); v != "" {
+			return i, v
+		}
+	}
+	return -1, ""
+}
+
+// sourced is the identity of value v read from source i of a chain of n sources
+// (snapshot.Sourced).
+func sourced(n, i int, v string) string { return snapshot.Sourced(n, i, v) }
+
+// maxParts is the most parts a composite identity has (the API's bound); a snapshot with
+// more is refused when it is loaded (newRule).
+const maxParts = 4
+
+// missingPart stands for a part that yielded no value, under onMissing Shared: a token no
+// value's token can be, since those begin with a digit.
+const missingPart = '-'
+
+// composeParts is the identity of a composite: each part's value (sourced within its chain:
+// from[k] is the source's position, -1 for none, statedPart for a value stated whole)
+// written as its length in decimal, '.' and the value, or missingPart, the parts joined by
+// '+' ("5.key-1+4./api" for key-1 on /api). Each
+// token says where it ends, so the encoding is injective: no value of one part, whatever
+// separators it holds, can make another combination's identity. A missing part makes the
+// request have no identity under onMissing Reject and Skip; under Shared it is missingPart,
+// one shared value of its own, and the other parts still count apart.
+func (r *Rule) composeParts(from []int, vals []string) (string, bool, error) {
+	var buf [128]byte
+	b := buf[:0]
+	for k, i := range from {
+		if k > 0 {
+			b = append(b, '+')
+		}
+		if i == -1 {
+			if m := r.Entry.Identity.OnMissing; m == snapshot.MissingReject || m == snapshot.MissingSkip {
+				return "", false, nil
+			}
+			b = append(b, missingPart)
+			continue
+		}
+		n := len(vals[k])
+		if i != statedPart && len(r.Entry.Identity.Parts[k].Sources) > 1 {
+			n += len(strconv.Itoa(i)) + 1
+			b = strconv.AppendInt(b, int64(n), 10)
+			b = append(b, '.')
+			b = strconv.AppendInt(b, int64(i), 10)
+			b = append(b, '=')
+		} else {
+			b = strconv.AppendInt(b, int64(n), 10)
+			b = append(b, '.')
+		}
+		b = append(b, vals[k]...)
+	}
+	return string(b), true, nil
+}
+
+// statedPart stands, in composeParts' from, for a value stated whole by the caller (the
+// check API), already as its part yields it.
+const statedPart = -2
+
+// ErrNotComposite and ErrPartCount refuse a check API request whose stated parts do not fit
+// its policy's identity.
+var (
+	ErrNotComposite = errors.New("the policy's identity has no parts: state the identity")
+	ErrPartCount    = errors.New("state one value per part of the policy's identity, in order (empty for a missing part)")
+)
+
+// StatedParts is the identity of a composite whose part values a trusted caller states (the
+// check API), each as its part yields it (a part of several sources: the source's position,
+// '=' and the value), "" for a missing part: the identity an HTTP request or an Envoy
+// descriptor with those values has, so every front spends the same counters. ok is false
+// when a part is missing and onMissing is Reject or Skip.
+func (r *Rule) StatedParts(values []string) (id string, ok bool, err error) {
+	n := len(r.Entry.Identity.Parts)
+	switch {
+	case n == 0:
+		return "", false, ErrNotComposite
+	case len(values) != n:
+		return "", false, fmt.Errorf("%d values for %d parts: %w", len(values), n, ErrPartCount)
+	}
+	var from [maxParts]int
+	for k, v := range values {
+		from[k] = statedPart
+		if v == "" {
+			from[k] = -1
+		}
+	}
+	return r.composeParts(from[:n], values)
+}
+
+// httpSource is the value source s yields for an HTTP request; "" for none.
+func (r *Rule) httpSource(s snapshot.IdentitySource, h http.Header, peer string, v *httpView) (string, error) {
+	switch s.Type {
+	case snapshot.SourceMethod:
+		if v != nil {
+			return identityMethod(v.method()), nil
+		}
+		return "", nil
+	case snapshot.SourcePathPrefix:
+		if v != nil {
+			return r.matchedPrefix(v), nil
+		}
+		return "", nil
+	}
+	return httpSource(s, h, peer)
+}
+
+// identityMethod is the Method source's value of the method the upstream will run
+// (upper-cased): HEAD reads as GET (the GET handler serves it), and a method outside the
+// standard nine as OTHER, so a caller cannot make counters without bound by inventing
+// methods.
+func identityMethod(m string) string {
+	switch m {
+	case http.MethodHead:
+		return http.MethodGet
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
+
+// matchedPrefix is the PathPrefix source's value: the longest path prefix, normalized, of
+// r's HTTP match entries that match the request, "/" for a matching entry naming none; ""
+// when no entry matches (a request r does not govern).
+func (r *Rule) matchedPrefix(v *httpView) string {
+	best, found := "", false
+	for i, m := range r.Entry.Match.HTTP {
+		if !hostMatches(r.hosts[i], v.host) || !methodMatches(m.Methods, v.sent) && !anyMethodMatches(m.Methods, v.overrides) {
+			continue
+		}
+		if len(r.prefixes[i]) == 0 {
+			if !found {
+				best, found = "/", true
+			}
+			continue
+		}
+		for _, p := range r.prefixes[i] {
+			if p.Matches(v.path) && (!found || len(p.String()) > len(best)) {
+				best, found = p.String(), true
+			}
+		}
+	}
+	return best
+}
 
 func httpSource(s snapshot.IdentitySource, h http.Header, peer string) (string, error) {
 	switch s.Type {

@@ -13,8 +13,9 @@ import (
 )
 
 // BenchmarkPlanHTTP is the per-request cost of reading an HTTP request's checks (match,
-// identity, cost, tier) for a plain policy and for policies with tiers: the price of
-// choosing a tier is the difference, measured in the same run.
+// identity, cost, tier) for a plain policy, for policies with tiers and for a composite
+// identity (API key, route and method): the price of choosing a tier, or of combining
+// parts, is the difference, measured in the same run.
 func BenchmarkPlanHTTP(b *testing.B) {
 	tier := func(when string) func(*v1alpha1.RateLimitPolicySpec) {
 		return func(s *v1alpha1.RateLimitPolicySpec) {
@@ -40,6 +41,13 @@ func BenchmarkPlanHTTP(b *testing.B) {
 		{"plain", nil},
 		{"tier-header", []func(*v1alpha1.RateLimitPolicySpec){tier(`headers["x-plan"] == "pro"`)}},
 		{"tier-claim", []func(*v1alpha1.RateLimitPolicySpec){tier(`claims.plan == "pro"`)}},
+		{"parts-key-route-method", []func(*v1alpha1.RateLimitPolicySpec){func(s *v1alpha1.RateLimitPolicySpec) {
+			s.Identity = v1alpha1.Identity{Parts: []v1alpha1.IdentityPart{
+				{Sources: v1alpha1.IdentitySources{{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}}}},
+				{Sources: v1alpha1.IdentitySources{{Type: v1alpha1.IdentityPathPrefix}}},
+				{Sources: v1alpha1.IdentitySources{{Type: v1alpha1.IdentityMethod}}},
+			}}
+		}}},
 	} {
 		set := sidecartest.Set(b, sidecartest.Policy("plans", 10, tc.edits...))
 		req := &engine.HTTPRequest{Method: http.MethodGet, Host: "api.example.com", Path: path, Header: h, Peer: "10.0.0.1:5000"}
@@ -47,7 +55,7 @@ func BenchmarkPlanHTTP(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rules, checks, err := set.PlanHTTP(req)
-				if err != nil || len(rules) != 1 || (tc.edits != nil && checks[0].Tier.Name != "pro") {
+				if err != nil || len(rules) != 1 || (len(tc.edits) > 0 && len(rules[0].Tiers()) > 0 && checks[0].Tier.Name != "pro") || !checks[0].HasIdentity {
 					b.Fatal(err, len(rules))
 				}
 			}

@@ -53,9 +53,10 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 		method = overrides[0] // the method the upstream will run
 	}
 	fp := httpFingerprint(strings.Join(append([]string{strings.ToUpper(r.Method)}, overrides...), " "), host, r.Path.String(), r.Query)
+	view := httpView{host: host, path: r.Path, sent: upperASCII(r.Method), overrides: overrides}
 	checks = make([]Check, len(rules))
 	for i, rule := range rules {
-		c, err := rule.HTTPCheck(r.Header, r.Peer)
+		c, err := rule.httpCheck(r.Header, r.Peer, &view)
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy %s: %w", rule.Name(), err)
 		}
@@ -73,12 +74,19 @@ func (s *Set) PlanHTTP(r *HTTPRequest) (rules []*Rule, checks []Check, err error
 // HTTPCheck reads r's check of an HTTP request from its headers and its peer address:
 // identity, cost and request id. Every header it reads goes through readHeader, so a
 // header sent twice refuses the request (ErrRepeatedHeader) whatever it is used for.
+// The Method and PathPrefix sources yield nothing here (see HTTPIdentity); PlanHTTP reads
+// them.
 func (r *Rule) HTTPCheck(h http.Header, peer string) (Check, error) {
+	return r.httpCheck(h, peer, nil)
+}
+
+// httpCheck is HTTPCheck with the request view v for the Method and PathPrefix sources.
+func (r *Rule) httpCheck(h http.Header, peer string, v *httpView) (Check, error) {
 	cost, err := r.httpCost(h)
 	if err != nil {
 		return Check{}, err
 	}
-	id, ok, err := r.HTTPIdentity(h, peer)
+	id, ok, err := r.httpIdentity(h, peer, v)
 	if err != nil {
 		return Check{}, err
 	}

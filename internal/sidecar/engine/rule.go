@@ -36,6 +36,9 @@ func (r *Rule) Name() string { return r.Entry.Name }
 // newRule compiles p; functions says the manager loaded the scripts as Redis functions,
 // to be called with FCALL (snapshot.Redis.Functions).
 func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) {
+	if id := p.Identity; len(id.Parts) > maxParts || len(id.Parts) > 0 && len(id.Sources) > 0 {
+		return nil, fmt.Errorf("policy %q: identity: %d parts and %d sources: a composite identity has at most %d parts, and no sources of its own", p.Name, len(id.Parts), len(id.Sources), maxParts)
+	}
 	compiled, err := limiterspec.Compile(namespace, p, functions)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)

@@ -40,7 +40,13 @@ type Request struct {
 	// Policy names a policy of the sidecar's namespace.
 	Policy string `json:"policy"`
 	// Identity is the caller's identity; empty means none (the policy's onMissing applies).
+	// A policy with a composite identity takes Parts instead.
 	Identity string `json:"identity,omitempty"`
+	// Parts are the values of a composite identity's parts, one per part in the policy's
+	// order, each as the part yields it (a part of several sources: the source's position,
+	// "=" and the value, as "1=10.0.0.0"); an empty value is a missing part (the policy's
+	// onMissing applies). The same values on every front spend the same counters.
+	Parts []string `json:"parts,omitempty"`
 	// Cost is the weight; 0 means the policy's default.
 	Cost int64 `json:"cost,omitempty"`
 	// RequestID makes the check idempotent when the policy has idempotency.
@@ -169,7 +175,16 @@ func checkOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 	if err != nil {
 		return nil, engine.Check{}, http.StatusBadRequest, err
 	}
-	return rule, engine.Check{Identity: req.Identity, HasIdentity: req.Identity != "", Cost: cost,
+	id, hasID := req.Identity, req.Identity != ""
+	switch composite := len(rule.Entry.Identity.Parts) > 0; {
+	case composite && req.Identity != "":
+		return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("identity: policy %q has a composite identity: state its parts", req.Policy)
+	case composite || len(req.Parts) > 0:
+		if id, hasID, err = rule.StatedParts(req.Parts); err != nil {
+			return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("parts: %w", err)
+		}
+	}
+	return rule, engine.Check{Identity: id, HasIdentity: hasID, Cost: cost,
 		RequestID: req.RequestID, Fingerprint: req.Fingerprint, Tier: tier}, 0, nil
 }
 

@@ -26,3 +26,15 @@ func (p Prefix) Matches(path Path) bool {
 	k := path.key // "" only for the asterisk-form and the zero Path
 	return p.ok && k != "" && strings.HasPrefix(k, p.key) && (len(k) == len(p.key) || k[len(p.key)] == '/')
 }
+
+// String is the prefix as it matches: normalized, in lower case, without a trailing slash,
+// "/" for the prefix of every path; "" for a prefix that matches nothing.
+func (p Prefix) String() string {
+	switch {
+	case !p.ok:
+		return ""
+	case p.key == "":
+		return "/"
+	}
+	return p.key
+}

@@ -139,6 +139,33 @@ var invalidCases = []invalidCase{
 		"spec.hotKeys.shards", "greater than or equal to 1"},
 	{"too many shards", setTo("spec.hotKeys", map[string]any{"shards": 17}),
 		"spec.hotKeys.shards", "less than or equal to 16"},
+	// Composite identities (spec.identity.parts).
+	{"sources and parts", setTo("spec.identity.parts", []any{idPart(keySource), idPart(methodSource)}),
+		"spec.identity", "set exactly one of sources"},
+	{"neither sources nor parts", func(t *testing.T, o map[string]any) { del(t, o, "spec.identity.sources") },
+		"spec.identity", "set exactly one of sources"},
+	{"one part", withParts(idPart(keySource)),
+		"spec.identity.parts", "should have at least 2 items"},
+	{"five parts", withParts(idPart(keySource), idPart(methodSource), idPart(prefixSource), idPart(keySource), idPart(methodSource)),
+		"spec.identity.parts", "must have at most 4 items"},
+	{"every part Fixed", withParts(idPart(fixedSource), idPart(fixedSource)),
+		"spec.identity.parts", "every part is Fixed"},
+	{"Fixed not last within a part", withParts(idPart(fixedSource, keySource), idPart(methodSource)),
+		"spec.identity.parts[0].sources", "must be the last source"},
+	{"a part without sources", withParts(idPart(), idPart(methodSource)),
+		"spec.identity.parts[0].sources", "at least 1 item"},
+	{"a member on a Method source", withParts(idPart(keySource), idPart(map[string]any{"type": "Method", "header": map[string]any{"name": "X-A"}})),
+		"spec.identity.parts[1].sources[0].header", "and only then"},
+	{"Descriptor part without envoy match", withParts(idPart(keySource), idPart(map[string]any{"type": "Descriptor", "descriptor": map[string]any{"key": "user"}})),
+		"spec.identity.parts", "needs match.envoy"},
+	{"Method part on an Envoy match", func(t *testing.T, o map[string]any) {
+		withParts(idPart(map[string]any{"type": "Descriptor", "descriptor": map[string]any{"key": "user"}}), idPart(methodSource))(t, o)
+		set(t, o, "spec.match", map[string]any{"envoy": map[string]any{"domain": "edge"}})
+	}, "spec.identity", "Method and PathPrefix need match.http or targetRefs"},
+	{"PathPrefix source on an Envoy match", func(t *testing.T, o map[string]any) {
+		set(t, o, "spec.identity.sources", []any{prefixSource})
+		set(t, o, "spec.match", map[string]any{"envoy": map[string]any{"domain": "edge"}})
+	}, "spec.identity", "Method and PathPrefix need match.http or targetRefs"},
 	{"a tier named default", setTo("spec.tiers", []any{tier("default", `true`)}),
 		"spec.tiers[0].name", "the name default is the tier of spec.limits"},
 	{"two tiers of one name", setTo("spec.tiers", []any{tier("pro", `true`), tier("pro", `false`)}),
@@ -147,6 +174,35 @@ var invalidCases = []invalidCase{
 		"spec.tiers[0].when", "should be at least 1"},
 	{"a tier without limits", setTo("spec.tiers", []any{map[string]any{"name": "pro", "when": "true", "limits": []any{}}}),
 		"spec.tiers[0].limits", "should have at least 1"},
+}
+
+// Identity sources as a manifest writes them.
+var (
+	keySource    = map[string]any{"type": "Header", "header": map[string]any{"name": "X-API-Key"}}
+	methodSource = map[string]any{"type": "Method"}
+	prefixSource = map[string]any{"type": "PathPrefix"}
+	fixedSource  = map[string]any{"type": "Fixed", "fixed": map[string]any{"value": "all"}}
+)
+
+// idPart is a part of a composite identity reading sources in order.
+func idPart(sources ...map[string]any) map[string]any {
+	list := []any{}
+	for _, s := range sources {
+		list = append(list, s)
+	}
+	return map[string]any{"sources": list}
+}
+
+// withParts replaces the base policy's sources with a composite identity of parts.
+func withParts(parts ...map[string]any) func(*testing.T, map[string]any) {
+	return func(t *testing.T, o map[string]any) {
+		del(t, o, "spec.identity.sources")
+		list := []any{}
+		for _, p := range parts {
+			list = append(list, p)
+		}
+		set(t, o, "spec.identity.parts", list)
+	}
 }
 
 // tier is a tier of one limit, 100 per second, named name and selected by when.
@@ -204,4 +260,18 @@ func assertCause(t *testing.T, err error, field, msg string) {
 		}
 	}
 	t.Fatalf("no cause on field %q containing %q; got %v", field, msg, err)
+}
+
+// TestCompositeIdentityAccepted: the API server takes a composite identity of up to four
+// parts, each a fallback chain, with Method and PathPrefix on an HTTP match.
+func TestCompositeIdentityAccepted(t *testing.T) {
+	e := suite.Env(t)
+	ns := kube.NewNamespace(t, e, "t-")
+	obj := basePolicy(t)
+	obj.SetNamespace(ns)
+	withParts(idPart(keySource, fixedSource), idPart(prefixSource), idPart(methodSource),
+		idPart(map[string]any{"type": "ClientIP", "clientIP": map[string]any{"ipv4PrefixLength": 24}}))(t, obj.Object)
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("a valid composite identity was refused: %v", err)
+	}
 }
