@@ -65,8 +65,9 @@ func leaseReplyFrom(t *testing.T, v any) leaseReplyOf {
 // TestTierChangeLeasesKeepUsage is the figures for the lease scripts, KeepUsage on,
 // tiers free (1,000/day) and pro (100,000/day) of one limit "daily": 900 used under free,
 // then a lease under pro of everything gets 99,100 units, for every algorithm; 5,000 used
-// under pro leave no lease under free, and for TokenBucket and GCRA none until two units
-// (the smallest lease) have refilled at free's rate. A lease under pro returned after a
+// under pro leave no lease under free, and for TokenBucket and GCRA none until the debt,
+// refilling at pro's rate, leaves two units (the smallest lease) of free's capacity: not
+// once two have refilled at free's rate, as if the debt were forgiven down to 1,000. A lease under pro returned after a
 // check under free rescaled the state gives back its unspent units in tokens.
 func TestTierChangeLeasesKeepUsage(t *testing.T) {
 	_, rdb := standalone(t)
@@ -98,14 +99,18 @@ func TestTierChangeLeasesKeepUsage(t *testing.T) {
 			if alg != TokenBucket && alg != GCRA {
 				return
 			}
-			T := int64(86_400_000) // free's µs per token
-			run.setNow(t, start+2*T-1)
-			if r := leases.take(t, free, "lease-downgrader", "l2", 10, nil); r.granted != 0 || r.left != 1 {
-				t.Fatalf("1 µs before two tokens refill at free's rate: %+v; want nothing granted, 1 left", r)
-			}
+			T, T0 := int64(86_400_000), int64(864_000) // free's and pro's µs per token
 			run.setNow(t, start+2*T)
-			if r := leases.take(t, free, "lease-downgrader", "l3", 10, nil); r.granted != 2 || r.left != 0 {
-				t.Fatalf("as two tokens refill at free's rate: %+v; want 2 granted, 0 left", r)
+			if r := leases.take(t, free, "lease-downgrader", "l2", 10, nil); r.granted != 0 || r.left != 0 {
+				t.Fatalf("as two tokens would refill at free's rate: %+v; want nothing granted, 0 left", r)
+			}
+			run.setNow(t, start+4000*T0)
+			if r := leases.take(t, free, "lease-downgrader", "l3", 10, nil); r.granted != 0 || r.left != 0 {
+				t.Fatalf("as 4,000 of pro's tokens refill (1,000 owed): %+v; want nothing granted, 0 left", r)
+			}
+			run.setNow(t, start+4002*T0)
+			if r := leases.take(t, free, "lease-downgrader", "l4", 10, nil); r.granted != 2 || r.left != 0 {
+				t.Fatalf("as 4,002 of pro's tokens refill (998 owed): %+v; want 2 granted, 0 left", r)
 			}
 		})
 		if alg != TokenBucket && alg != GCRA {
@@ -141,10 +146,10 @@ func TestTierChangeLeasesKeepUsage(t *testing.T) {
 // TestTierChangeLeasesNeverOverAdmit is the randomized property for the lease scripts of
 // TokenBucket and GCRA, KeepUsage on: policies A and B on the same keys (requests and burst
 // differ per limit), checks and leases of random sizes under either as the clock moves (a
-// change in force from the first call under it).
+// change in force from the first call under it whose read does not cap the debt).
 // Every unit a lease grants counts as admitted when granted; none may be one the exact rule
-// (usage carried in tokens, no rounding) refuses, and a lease's reported left is never more
-// than the exact rule leaves.
+// (usage carried in tokens, no rounding, refilling at the rate the state records) refuses,
+// and a lease's reported left is never more than the exact rule leaves.
 func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 	_, rdb := standalone(t)
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
@@ -166,8 +171,9 @@ func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 				for step := range 120 {
 					now += randomStep(rng, shortestPeriod(cur))
 					run.setNow(t, now)
-					// A tier change is in force from the caller's first call under it (until
-					// then its state refills at the rate it was written at): this one.
+					// A tier change: its capacity is in force from the caller's first call under
+					// it, its rate once a call writes it (until then the state refills at the
+					// rate it was written at; the rules follow the state after every call).
 					if rng.IntN(8) == 0 {
 						cur = map[bool]*Policy{true: a, false: b}[cur == b]
 						for i, l := range cur.Limits {
@@ -182,6 +188,7 @@ func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 					where := fmt.Sprintf("%s step %d (%+v / %+v)", id, step, a.Limits, b.Limits)
 					if rng.IntN(2) == 0 {
 						_, d := run.check(t, cur, id, "", cost)
+						followState(t, rdb, cur, id, now, rules)
 						checkSaneDecision(t, where, cur, d)
 						if !d.Allowed {
 							continue
@@ -198,6 +205,7 @@ func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 					}
 					r := leases.take(t, cur, id, fmt.Sprintf("l%d", step), 2+rng.Int64N(minSize(cur)), nil)
 					if r.granted == 0 {
+						followState(t, rdb, cur, id, now, rules)
 						continue
 					}
 					granted += r.granted

@@ -105,8 +105,8 @@ type keepTally struct {
 // TestTierChangeKeepsUsage is the randomized property, for every algorithm, KeepUsage on:
 // policies A and B on the same keys, differing only in requests and burst per limit. The
 // caller uses u units under A at one instant; at that instant B reports max(0, capB - u) for
-// every limit, exactly (capB: requests for the windows, burst for the buckets), and so does
-// A on the way back. Then, with the clock moving and random costs, five more switches back
+// every limit, exactly (capB: requests for the windows, burst for the buckets), and so do A
+// on the way back and B again (a switch down and back forgives nothing). Then, with the clock moving and random costs, five more switches back
 // and forth; every decision must equal the reference model (keepmodel_test.go) and fit its
 // limit (remaining in [0, size], no reset or retry past the limit's horizon), at every switch
 // each limit's remaining must be what the model says and never above the exact rule's, and
@@ -144,11 +144,10 @@ func keepRun(t *testing.T, run *fakeClockRunner, rng *rand.Rand, id string, a, b
 	}
 	run.setNow(t, now)
 	u := keepUsage(t, run, rng, a, id, now, model, rules)
-	// Back and forth at the instant of the first switch. The first switch leaves every
-	// limit its capacity less u, exactly; so does every switch for the windows, which count
-	// requests. A bucket's debt beyond the capacity it was read at is an empty bucket (a
-	// downgrade below what was used denies until one token refills, at the new rate), so
-	// for them the way back leaves what the model says, never more than the exact rule.
+	// Back and forth at the instant of the first switch: every switch leaves every limit its
+	// capacity less u, exactly. The windows count requests. A bucket's debt of u whole tokens
+	// rescales exactly where it fits the capacity, and where it does not (an empty bucket)
+	// the denied probe writes nothing, so the state keeps all of u for the way back.
 	for k, p := range []*Policy{b, a, b} {
 		rerate(model, p)
 		for i := range p.Limits {
@@ -156,7 +155,8 @@ func keepRun(t *testing.T, run *fakeClockRunner, rng *rand.Rand, id string, a, b
 			_, m, _, _, _ := model.limits[i].check(float64(now), float64(p.size(i)+1))
 			want, exact := max(0, p.size(i)-u), rules[i].remaining(now)
 			got := probe(t, run, p, i, id)
-			if got != int64(m) || got > exact || (k == 0 || !rules[i].bucket()) && got != want {
+			followState(t, run.rdb, p, id, now, rules)
+			if got != int64(m) || got > exact || got != want {
 				t.Fatalf("%s: %d used under %+v, then %+v (switch %d at one instant) reports %d remaining; want %d (model %v, exact rule %d)",
 					id, u, a.Limits, p.Limits[i], k, got, want, m, exact)
 			}
@@ -180,6 +180,7 @@ func keepRun(t *testing.T, run *fakeClockRunner, rng *rand.Rand, id string, a, b
 			exact := rules[i].remaining(now)
 			_, want, _, _, _ := model.limits[i].check(float64(now), float64(next.size(i)+1))
 			got := probe(t, run, next, i, id)
+			followState(t, run.rdb, next, id, now, rules)
 			if got != int64(want) || got > exact {
 				t.Fatalf("%s, switch %d to %+v: remaining %d, model %v, exact rule %d", id, sw, l, got, want, exact)
 			}
@@ -233,6 +234,7 @@ func keepStep(t *testing.T, run *fakeClockRunner, rng *rand.Rand, where string, 
 	}
 	want := model.check(float64(now), float64(cost))
 	_, d := run.check(t, p, id, requestID, cost)
+	followState(t, run.rdb, p, id, now, rules)
 	checkSaneDecision(t, where, p, d)
 	if d != want {
 		t.Fatalf("%s: cost %d: %+v; model %+v", where, cost, d, want)
@@ -256,8 +258,11 @@ func keepStep(t *testing.T, run *fakeClockRunner, rng *rand.Rand, where string, 
 // Upgrade: 900 used under free leave 99,100 under pro (not 100,000 and not 100). Downgrade:
 // 5,000 used under pro deny under free; FixedWindow until the day's window ends, then
 // admits; SlidingWindow also through the window's end, until the previous day's 5,000 weigh
-// less than 1,000 (80% into the next day); TokenBucket and GCRA hold an empty bucket of
-// 1,000 and admit once one unit has refilled at free's rate (86.4 s), not at pro's (0.864 s).
+// less than 1,000 (80% into the next day); TokenBucket and GCRA keep the 5,000 tokens of debt,
+// refilling at pro's rate (0.864 s each), and deny under free until it fits free's 1,000
+// (not once one of free's tokens has refilled, 86.4 s, as if the debt were forgiven down to
+// 1,000): at 999 and 1 µs of pro's tokens the debt converts to free's rate (999 tokens and
+// 100 µs), and the next token is then free's, 100 µs later.
 func TestTierChangeIssueFigures(t *testing.T) {
 	_, rdb := standalone(t)
 	day := keepDay.Microseconds()
@@ -314,9 +319,14 @@ func downgradeTimeline(alg Algorithm, start, day int64) []downgradeCheck {
 		return []downgradeCheck{{"1 µs before the window ends", end - 1, false}, {"as the window ends", end, false},
 			{"80% into the next day", end + day*8/10, false}, {"80.03% into the next day", end + day*8003/10000, true}}
 	}
-	T := int64(86_400_000) // free's µs per token
-	return []downgradeCheck{{"1 µs before one token refills", start + T - 1, false}, {"as one token refills", start + T, true},
-		{"just after", start + T + 1, false}}
+	T, T0 := int64(86_400_000), int64(864_000) // free's and pro's µs per token
+	at := start + 4001*T0 - 1                  // 999 of pro's tokens and 1 µs owed
+	return []downgradeCheck{{"as one of free's tokens refills", start + T, false},
+		{"1 µs before 4,000 of pro's tokens refill", start + 4000*T0 - 1, false},
+		{"as 4,000 of pro's tokens refill (1,000 owed: free's whole capacity)", start + 4000*T0, false},
+		{"1 µs before 4,001 of pro's tokens refill (999 and 1 µs owed: converted to free's rate)", at, false},
+		{"99 µs later, at free's rate", at + 99, false}, {"100 µs later, as one of free's tokens is free", at + 100, true},
+		{"just after", at + 101, false}}
 }
 
 // spend uses n units of p for identity at the clock's instant, in checks of cost, all

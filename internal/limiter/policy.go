@@ -85,9 +85,13 @@ type Spec struct {
 	// carry over as they are: for them KeepUsage changes nothing. Off, nothing changes either
 	// (same ARGV, same stored integers); either way a script reads both formats, so turning
 	// it on or off keeps usage too. Scripts from before KeepUsage read its values as a full
-	// bucket: turn it on only once no sidecar on the Redis runs them. A debt beyond the
-	// capacity of the rate it is read at is an empty bucket there, and is written back so
-	// (even by a denied call): switching to a smaller burst and back can forgive the excess.
+	// bucket: turn it on only once no sidecar on the Redis runs them. A debt that does not fit
+	// the capacity of the rate it is read at (burst tokens or more) is an empty bucket there,
+	// and the denied call writes nothing: the state keeps the whole debt at the rate it was
+	// written at, so a caller switched below what it used stays denied until the debt,
+	// refilling at that rate, fits, and a switch down and back (one request that selects a
+	// smaller tier) forgives nothing. A debt that fits is written back at the new rate even
+	// by a denied call.
 	KeepUsage bool
 	// Functions calls the policy's scripts as the Redis functions the manager loads
 	// (FCALL of Script.Function), never with EVALSHA or EVAL: per-namespace Redis users

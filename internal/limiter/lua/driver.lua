@@ -29,7 +29,8 @@ if (#ARGV == 5 or keeps and #ARGV == 6 and ARGV[6] == 'keep') and ARGV[3] == '0'
   local a, b = ARGV[4] + 0, ARGV[5] + 0
   -- The body decides: new is the state to write when it admits (nil denies), r what remains,
   -- rs the reset in whole ms, and, when it denies, retry the wait in whole ms (-1: never) and
-  -- moved, a state to write all the same (a keep-usage value read at another T, rescaled).
+  -- moved, a state to write all the same (a keep-usage value read at another T, rescaled
+  -- and not capped).
   local new, r, retry, rs, moved
   -- @single
   if new then
@@ -92,8 +93,8 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
 local rem, rst = -1, 0
--- moves: the keep-usage values the bodies read at another T, rescaled to this one (index ->
--- value), written even when the call denies; nil when none.
+-- moves: the keep-usage values the bodies read at another T and rescaled to this one without
+-- capping (index -> value), written even when the call denies; nil when none.
 local moves
 for i = 1, n do
   local a, b = ARGV[off + 2 + 2 * i] + 0, ARGV[off + 3 + 2 * i] + 0

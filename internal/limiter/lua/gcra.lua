@@ -32,7 +32,9 @@
 --              remaining < 2^20 and reset_after < 2^27 ms replies with one integer,
 --              code + 2^26 * reset_after_ms; every other reply is
 --              {code, retry_after_ms, reset_after_ms}. A denial writes nothing but the
---              '>dd' values it read at another T, rescaled to this T (no debit).
+--              '>dd' values it read at another T whose debt fit this limit's burst,
+--              rescaled to this T (no debit); a value whose debt had to be capped at the
+--              burst stays as it is, keeping the whole debt at the T it records.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
 --              limit without an idempotency key (with or without keep-usage): TIME, one MGET
 --              of one key, one SET.
@@ -43,7 +45,7 @@
 -- (µs, server clock), v (the state key's value), cost, a, b (the limit's two numbers) and
 -- keep (a keep-usage call); the body sets new (the value to write when it admits, else nil),
 -- r, retry and rs, and moved (the value to write when it denies, else nil). Each "-- @read"
--- line is keep_usage.lua's code, setting at and rescaled.
+-- line is keep_usage.lua's code, setting at, rescaled and capped.
 local T, burst = a, b
 local tau = burst * T
 local cap = tau
@@ -70,7 +72,7 @@ else
     retry = new_tat - now - tau
     retry = (retry + (-retry) % 1000) / 1000
   end
-  if rescaled then
+  if rescaled and not capped then
     moved = keep and struct.pack('>dd', tat, T) or tat -- read at another T: now at this one
   end
 end
@@ -80,7 +82,8 @@ if r < 0 then
 end
 rs = (rs + (-rs) % 1000) / 1000
 -- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
--- a, b = T, burst. A value read at another T goes into moves[i], written if the call denies.
+-- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
+-- the call denies.
 local T, burst = a, b
 local tau = burst * T
 local cap = tau
@@ -92,8 +95,9 @@ if not (tat >= now) then
 elseif tat > now + tau then
   tat = now + tau -- as in the single-limit path
 end
-if rescaled then
-  -- Read at another T: written back at this one if the call denies (see keep_usage.lua).
+if rescaled and not capped then
+  -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
+  -- a capped value is not: it keeps the whole debt).
   moves = moves or {}
   moves[i] = keep and struct.pack('>dd', tat, T) or tat
 end

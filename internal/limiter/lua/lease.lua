@@ -136,7 +136,10 @@ local offs = {}
 local cost = want
 local granted, avail = 0, 0
 -- moves: keep-usage values the bodies read at another T, rescaled to this one, written when
--- nothing is granted (as a denied check writes them); a grant writes every limit anyway.
+-- nothing is granted (as a denied check writes them); a grant writes every limit anyway. A
+-- value whose debt was capped at the limit's burst is not among them (it keeps the whole
+-- debt, see keep_usage.lua); no grant of a unit or more can follow such a read (its bucket
+-- is empty).
 local moves
 for pass = 1, 2 do
   avail = math.huge

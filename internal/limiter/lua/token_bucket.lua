@@ -30,7 +30,9 @@
 --              (cost > burst). A fresh admission with remaining < 2^20 and reset_after <
 --              2^27 ms replies with one integer, code + 2^26 * reset_after_ms; every other
 --              reply is {code, retry_after_ms, reset_after_ms}. A denial writes nothing but
---              the '>dd' values it read at another T, rescaled to this T (no debit).
+--              the '>dd' values it read at another T whose debt fit this limit's burst,
+--              rescaled to this T (no debit); a value whose debt had to be capped at the
+--              burst stays as it is, keeping the whole debt at the T it records.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
 --              limit without an idempotency key (with or without keep-usage): TIME, one MGET
 --              of one key, one SET. No loops over data, no key names built here.
@@ -41,7 +43,7 @@
 -- (µs, server clock), v (the state key's value), cost, a, b (the limit's two numbers) and
 -- keep (a keep-usage call); the body sets new (the value to write when it admits, else nil),
 -- r, retry and rs, and moved (the value to write when it denies, else nil). Each "-- @read"
--- line is keep_usage.lua's code, setting at and rescaled.
+-- line is keep_usage.lua's code, setting at, rescaled and capped.
 local T, burst = a, b
 local cap = burst * T
 -- @read
@@ -68,7 +70,7 @@ else
     retry = after - cap
     retry = (retry + (-retry) % 1000) / 1000
   end
-  if rescaled then
+  if rescaled and not capped then
     moved = keep and struct.pack('>dd', full, T) or full -- read at another T: now at this one
   end
 end
@@ -77,7 +79,8 @@ if r < 0 then
   r = 0 -- never below 0
 end
 -- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
--- a, b = T, burst. A value read at another T goes into moves[i], written if the call denies.
+-- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
+-- the call denies.
 local T, burst = a, b
 local cap = burst * T
 local v = vals[i]
@@ -88,8 +91,9 @@ if not (full >= now) then
 elseif full > now + cap then
   full = now + cap -- as in the single-limit path: at most an empty bucket
 end
-if rescaled then
-  -- Read at another T: written back at this one if the call denies (see keep_usage.lua).
+if rescaled and not capped then
+  -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
+  -- a capped value is not: it keeps the whole debt).
   moves = moves or {}
   moves[i] = keep and struct.pack('>dd', full, T) or full
 end
