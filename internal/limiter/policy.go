@@ -76,6 +76,23 @@ type Spec struct {
 	// Shards spreads every identity's budget over this many shards on different hash tags
 	// (the global tier, for Fixed identities); 0 or 1: one.
 	Shards int
+	// KeepUsage: state records the rate it was written at, so a change of rate (a tier change
+	// or a per-caller override) keeps the caller's usage in tokens. For TokenBucket and GCRA
+	// the state is a time, which under another rate would mean another number of tokens used
+	// (900 used at 86.4 s per token read at 0.864 s are 90,000): with KeepUsage it is written
+	// with its µs per token, and a read at another rate rescales the debt (rounded up, capped
+	// at the limit's burst), for checks and leases alike. The windows count requests, which
+	// carry over as they are: for them KeepUsage changes nothing. Off, nothing changes either
+	// (same ARGV, same stored integers); either way a script reads both formats, so turning
+	// it on or off keeps usage too. Scripts from before KeepUsage read its values as a full
+	// bucket: turn it on only once no sidecar on the Redis runs them. A debt that does not fit
+	// the capacity of the rate it is read at (burst tokens or more) is an empty bucket there,
+	// and the denied call writes nothing: the state keeps the whole debt at the rate it was
+	// written at, so a caller switched below what it used stays denied until the debt,
+	// refilling at that rate, fits, and a switch down and back (one request that selects a
+	// smaller tier) forgives nothing. A debt that fits is written back at the new rate even
+	// by a denied call.
+	KeepUsage bool
 	// Functions calls the policy's scripts as the Redis functions the manager loads
 	// (FCALL of Script.Function), never with EVALSHA or EVAL: per-namespace Redis users
 	// may run no code of their choosing, so they are granted FCALL only.
@@ -146,7 +163,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
 	p.idemMS = strconv.FormatInt(c.IdempotencyTTL.Milliseconds(), 10)
 	p.replays = strconv.Itoa(p.IdempotencyMaxReplays)
-	p.limitArg = limitArgs(c.Algorithm, c.Limits)
+	p.limitArg = limitArgs(c.Algorithm, c.Limits, c.KeepUsage)
 	p.commonArgs = p.buildArgs(1, "")
 	p.horizon = Horizon(c.Algorithm, c.Limits)
 	return p, nil
@@ -297,11 +314,12 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 	return max(h, time.Millisecond)
 }
 
-// limitArgs is the per-limit part of ARGV: T (µs per request) and burst for TokenBucket and
-// GCRA, requests and period in µs for the windows. Precomputing T here spares the script a
-// number to parse on every call.
-func limitArgs(a Algorithm, ls []Limit) []any {
-	out := make([]any, 0, 2*len(ls))
+// limitArgs is the per-limit part of ARGV, the tail of a check's and of a lease's: T (µs per
+// request) and burst for TokenBucket and GCRA, requests and period in µs for the windows.
+// Precomputing T here spares the script a number to parse on every call. With keep for
+// TokenBucket and GCRA it ends with "keep", the keep-usage shape (see Spec.KeepUsage).
+func limitArgs(a Algorithm, ls []Limit, keep bool) []any {
+	out := make([]any, 0, 2*len(ls)+1)
 	str := func(n int64) string { return strconv.FormatInt(n, 10) }
 	for _, l := range ls {
 		if a == TokenBucket || a == GCRA {
@@ -310,8 +328,14 @@ func limitArgs(a Algorithm, ls []Limit) []any {
 			out = append(out, str(l.Requests), str(l.Period.Microseconds()))
 		}
 	}
+	if keep && (a == TokenBucket || a == GCRA) {
+		out = append(out, keepArg)
+	}
 	return out
 }
+
+// keepArg ends the ARGV of a keep-usage call.
+const keepArg = "keep"
 
 // size is the limit's capacity as the script reports it: burst for TokenBucket and GCRA,
 // requests for the windows.

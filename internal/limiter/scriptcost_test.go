@@ -84,11 +84,14 @@ func (m *fixedModel) check(now, cost float64) (bool, float64, float64, float64, 
 		win, count = m.win, m.count
 	}
 	reset := (win+1)*m.period - now
+	// More counted than requests allows (requests lowered by an edit or a tier change) leaves
+	// nothing, not less, as the script says.
+	left := math.Max(0, m.requests-count)
 	switch {
 	case cost > m.requests:
-		return false, m.requests - count, -1, reset, nil
+		return false, left, -1, reset, nil
 	case count+cost > m.requests:
-		return false, m.requests - count, reset, reset, nil
+		return false, left, reset, reset, nil
 	}
 	return true, m.requests - count - cost, 0, reset, func() { m.win, m.count, m.has = win, count+cost, true }
 }

@@ -58,7 +58,7 @@ const FunctionPrefix = "ratelimit_"
 var scripts, leaseScripts = mustLoadScripts()
 
 func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
-	driver, leaseDriver := mustRead("lua/driver.lua"), mustRead("lua/lease.lua")
+	driver, leaseDriver, read := mustRead("lua/driver.lua"), mustRead("lua/lease.lua"), mustRead("lua/keep_usage.lua")
 	out, lease := map[Algorithm]*Script{}, map[Algorithm]*Script{}
 	for _, s := range []struct {
 		alg  Algorithm
@@ -69,9 +69,9 @@ func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
 		{FixedWindow, "fixed_window"},
 		{GCRA, "gcra"},
 	} {
-		alg := mustRead("lua/" + s.name + ".lua")
-		out[s.alg] = newScript(s.name, s.alg, compose(alg, driver))
-		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLease(alg, leaseDriver))
+		alg, keeps := inlineRead(mustRead("lua/"+s.name+".lua"), read)
+		out[s.alg] = newScript(s.name, s.alg, compose(alg, withKeeps(driver, keeps)))
+		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLease(alg, withKeeps(leaseDriver, keeps)))
 	}
 	return out, lease
 }
@@ -102,6 +102,37 @@ func (s *Script) asFunction() *Script {
 func (s *Script) Library() string {
 	return "#!lua name=" + s.Function + "\n" +
 		"redis.register_function('" + s.Function + "', function(KEYS, ARGV)\n" + s.Source + "\nend)\n"
+}
+
+// The keep-usage shape (ARGV ending in 'keep') is taken by the scripts of the algorithms
+// whose bodies read state through keep_usage.lua, marked by "-- @read" lines: for them the
+// driver's keepsLine becomes keepsTrue; the others refuse the shape.
+const (
+	readMarker = "-- @read\n"
+	keepsLine  = "\nlocal keeps = false\n"
+	keepsTrue  = "\nlocal keeps = true\n"
+)
+
+// inlineRead replaces every "-- @read" line of an algorithm with keep_usage.lua's code (after
+// its own @read marker line), the one reading of a TokenBucket or GCRA state value, and
+// reports whether there was any.
+func inlineRead(algorithm, read string) (string, bool) {
+	_, code, ok := strings.Cut(read, readMarker)
+	if !ok {
+		panic("limiter scripts: want a -- @read marker line in keep_usage.lua")
+	}
+	return strings.ReplaceAll(algorithm, readMarker, code), strings.Contains(algorithm, readMarker)
+}
+
+// withKeeps is a driver (driver.lua, lease.lua) that takes the keep-usage shape when keeps.
+func withKeeps(driver string, keeps bool) string {
+	if strings.Count(driver, keepsLine) != 1 {
+		panic("limiter scripts: want one \"local keeps = false\" line in each driver")
+	}
+	if !keeps {
+		return driver
+	}
+	return strings.Replace(driver, keepsLine, keepsTrue, 1)
 }
 
 // composeLease builds an algorithm's lease script: lease.lua with the algorithm's loop body

@@ -6,11 +6,19 @@
 -- time on every call, so the bodies run inline, new state is written back into vals, and an
 -- admission answers with one integer, not a table.
 
+-- keeps says whether this script was written for the keep-usage shape (ARGV ending in
+-- 'keep', see the algorithm file's header): the Go side composes it true for the algorithms
+-- whose bodies read state through keep_usage.lua (TokenBucket, GCRA), false for the others,
+-- which refuse that shape.
+local keeps = false
+
 -- The common call, one limit and no idempotency key, takes a path of its own: no loop, no
--- vals, no unpack, no math.* calls. It returns from inside the block, and must decide and
--- write exactly as the general path below does for n = 1 (scriptcost_test.go checks both
--- against one model).
-if #ARGV == 5 and ARGV[3] == '0' and #KEYS == 1 then
+-- vals, no unpack, no math.* calls (but where keep-usage meets a changed rate). It returns
+-- from inside the block, and must decide and write exactly as the general path below does
+-- for n = 1 (scriptcost_test.go and keepusage_test.go check both against one model). A
+-- keep-usage call has one argument more, 'keep'.
+if (#ARGV == 5 or keeps and #ARGV == 6 and ARGV[6] == 'keep') and ARGV[3] == '0' and #KEYS == 1 then
+  local keep = #ARGV == 6
   local t = redis.call('TIME')
   local now = t[1] * 1000000 + t[2]
   -- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and
@@ -20,8 +28,10 @@ if #ARGV == 5 and ARGV[3] == '0' and #KEYS == 1 then
   local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
   local a, b = ARGV[4] + 0, ARGV[5] + 0
   -- The body decides: new is the state to write when it admits (nil denies), r what remains,
-  -- rs the reset in whole ms, and, when it denies, retry the wait in whole ms (-1: never).
-  local new, r, retry, rs
+  -- rs the reset in whole ms, and, when it denies, retry the wait in whole ms (-1: never) and
+  -- moved, a state to write all the same (a keep-usage value read at another T, rescaled
+  -- and not capped).
+  local new, r, retry, rs, moved
   -- @single
   if new then
     redis.call('SET', KEYS[1], new, 'PX', ARGV[2])
@@ -29,6 +39,9 @@ if #ARGV == 5 and ARGV[3] == '0' and #KEYS == 1 then
       return 5 + 64 * r + 67108864 * rs
     end
     return {5 + 64 * r, 0, rs}
+  end
+  if moved then
+    redis.call('SET', KEYS[1], moved, 'PX', ARGV[2])
   end
   return {4 + 64 * r, retry, rs}
 end
@@ -38,16 +51,20 @@ local idem = ARGV[3] ~= '0'
 -- An idempotent call has two more arguments before the limits: the request's fingerprint
 -- and the replay bound.
 local off = idem and 2 or 0
-local n = (#ARGV - 3 - off) / 2
+-- A keep-usage call ends with 'keep', after the limits.
+local keep = ARGV[#ARGV] == 'keep'
+local n = (#ARGV - 3 - off - (keep and 1 or 0)) / 2
 local nstate = n -- one state key per limit
 
 -- Refuse, before any loop, a call of a shape this script was not written for: 1 to 8
 -- limits, one state key each, the idempotency key exactly when ARGV[3] says so, a 16-byte
--- fingerprint. Redis runs a script to its end on its single thread, so a caller that could
--- make it loop over a million "limits" would stall every client of the server.
-if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= nstate + (idem and 1 or 0) or (idem and #ARGV[4] ~= 16) then
+-- fingerprint, 'keep' only when the algorithm keeps usage. Redis runs a script to its end on
+-- its single thread, so a caller that could make it loop over a million "limits" would stall
+-- every client of the server.
+if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= nstate + (idem and 1 or 0) or (idem and #ARGV[4] ~= 16) or
+    (keep and not keeps) then
   return redis.error_reply('ERR ratelimit: refused a call of ' .. #KEYS .. ' keys and ' .. #ARGV ..
-    ' arguments: this script takes 1 to 8 limits, one state key each')
+    ' arguments: this script takes 1 to 8 limits, one state key each' .. (keeps and '' or ', and no keep-usage'))
 end
 
 -- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
@@ -76,6 +93,9 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
 local rem, rst = -1, 0
+-- moves: the keep-usage values the bodies read at another T and rescaled to this one without
+-- capping (index -> value), written even when the call denies; nil when none.
+local moves
 for i = 1, n do
   local a, b = ARGV[off + 2 + 2 * i] + 0, ARGV[off + 3 + 2 * i] + 0
   -- The body sets these; on admission it also puts the new state into vals (and false for a
@@ -103,6 +123,11 @@ rst = math.ceil(rst / 1000)
 if not allowed then
   if worst > 0 then
     worst = math.ceil(worst / 1000)
+  end
+  if moves then
+    for k, m in pairs(moves) do
+      redis.call('SET', KEYS[k], m, 'PX', ARGV[2])
+    end
   end
   return {code, worst, rst}
 end

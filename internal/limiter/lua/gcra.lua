@@ -1,17 +1,20 @@
 -- gcra.lua: generic cell rate algorithm (virtual scheduling), any number of limits checked
 -- and debited atomically.
 --
--- State is one integer per limit: the theoretical arrival time (TAT) in µs of the Redis
+-- State is one value per limit: the theoretical arrival time (TAT) in µs of the Redis
 -- clock. T is the emission interval (period / requests in whole µs, computed by the
 -- client); a request of cost c conforms when max(TAT, now) + c*T - now <= burst*T, and its
--- retry-after is the exact moment it would. Integers keep the arithmetic exact and the key
--- small (int-encoded). For equal requests, period and burst GCRA admits exactly what
+-- retry-after is the exact moment it would. Integers keep the arithmetic exact. Without
+-- keep-usage the value is the TAT (int-encoded, small); with keep-usage it is struct '>dd'
+-- (TAT, the T it was written at), so that a call at another T (a tier change, a per-caller
+-- override) keeps the caller's usage in cells. Either call reads either format
+-- (keep_usage.lua says how). For equal requests, period and burst GCRA admits exactly what
 -- TokenBucket admits.
 --
--- KEYS[1..n]   one state key per limit, all under one hash tag. A value that is not an
---              integer (or a key of another type) counts as idle and is overwritten on the
---              next admitted write; a TAT beyond now + burst * T (an edit lowered the
---              limit, a clock moved backwards) counts as now + burst * T.
+-- KEYS[1..n]   one state key per limit, all under one hash tag. A value of neither format
+--              (or a key of another type) counts as idle and is overwritten on the next
+--              admitted write; a TAT beyond now + burst * T (an edit or a tier change
+--              lowered the limit, a clock moved backwards) counts as now + burst * T.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: cells this request takes (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
@@ -21,23 +24,33 @@
 --              ARGV[2i+4]. A replay needs the same fingerprint; another request under a
 --              seen id, or one replay beyond the bound, is checked as a new request.
 -- ARGV[2i+2], ARGV[2i+3]  limit i: T (µs, >= 1), burst.
+-- ARGV[last]   "keep", only for keep-usage (one argument more than the limits need): every
+--              state written is struct '>dd' (TAT, T).
 -- Reply        code = allowed(1) + 2*replayed + 4*limit index + 64*remaining (tightest
 --              limit when allowed, denying limit when denied); retry_after -1 means never
 --              (cost > burst); reset_after is until the TAT. A fresh admission with
 --              remaining < 2^20 and reset_after < 2^27 ms replies with one integer,
 --              code + 2^26 * reset_after_ms; every other reply is
---              {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
+--              {code, retry_after_ms, reset_after_ms}. A denial writes nothing but the
+--              '>dd' values it read at another T whose debt fit this limit's burst,
+--              rescaled to this T (no debit); a value whose debt had to be capped at the
+--              burst stays as it is, keeping the whole debt at the T it records.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
---              limit without an idempotency key: TIME, one MGET of one key, one SET.
+--              limit without an idempotency key (with or without keep-usage): TIME, one MGET
+--              of one key, one SET.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
 --              write, so the bound above holds whatever a caller sends.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
--- the body sets new (the value to write when it admits, else nil), r, retry and rs.
-local tat = tonumber(v) or now
+-- (µs, server clock), v (the state key's value), cost, a, b (the limit's two numbers) and
+-- keep (a keep-usage call); the body sets new (the value to write when it admits, else nil),
+-- r, retry and rs, and moved (the value to write when it denies, else nil). Each "-- @read"
+-- line is keep_usage.lua's code, setting at, rescaled and capped.
 local T, burst = a, b
 local tau = burst * T
+local cap = tau
+-- @read
+local tat = at
 if not (tat >= now) then
   tat = now -- idle, a clock that moved backwards, or not a number
 elseif tat > now + tau then
@@ -50,11 +63,17 @@ local new_tat = tat + cost * T
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and new_tat - now <= tau then
   new, r, rs = new_tat, now + tau - new_tat, new_tat - now
+  if keep then
+    new = struct.pack('>dd', new, T)
+  end
 else
   r, rs, retry = now + tau - tat, tat - now, -1
   if cost <= burst then
     retry = new_tat - now - tau
     retry = (retry + (-retry) % 1000) / 1000
+  end
+  if rescaled and not capped then
+    moved = keep and struct.pack('>dd', tat, T) or tat -- read at another T: now at this one
   end
 end
 r = (r - r % T) / T
@@ -62,14 +81,25 @@ if r < 0 then
   r = 0 -- never below 0
 end
 rs = (rs + (-rs) % 1000) / 1000
--- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
+-- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
+-- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
+-- the call denies.
 local T, burst = a, b
 local tau = burst * T
-local tat = tonumber(vals[i]) or now
+local cap = tau
+local v = vals[i]
+-- @read
+local tat = at
 if not (tat >= now) then
   tat = now
 elseif tat > now + tau then
   tat = now + tau -- as in the single-limit path
+end
+if rescaled and not capped then
+  -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
+  -- a capped value is not: it keeps the whole debt).
+  moves = moves or {}
+  moves[i] = keep and struct.pack('>dd', tat, T) or tat
 end
 local new_tat = tat + cost * T
 local left = math.max(0, math.floor((now + tau - tat) / T))
@@ -79,5 +109,5 @@ elseif new_tat - now > tau then
   ok, r, retry, reset = false, left, new_tat - now - tau, tat - now
 else
   ok, r, retry, reset = true, math.floor((now + tau - new_tat) / T), 0, new_tat - now
-  vals[i] = new_tat
+  vals[i] = keep and struct.pack('>dd', new_tat, T) or new_tat
 end

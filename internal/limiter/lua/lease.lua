@@ -2,7 +2,10 @@
 -- every limit at once exactly as one request of cost g (the granted units) would be, and
 -- first returns what the caller's previous lease left unspent. The Go side composes one
 -- script per algorithm: this driver with the algorithm's loop body (after its @body marker
--- line) inlined at the @check marker below.
+-- line) inlined at the @check marker below. For TokenBucket and GCRA the state keys hold
+-- either format of their check scripts (an integer, or struct '>dd' (time, T) written by
+-- keep-usage; see keep_usage.lua): a lease reads both, like a check, and debits as the check
+-- would with the same ARGV.
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag.
 -- KEYS[n+1]    the new lease's record (same tag): struct '<d' units leased, then '<ddd' per
@@ -22,6 +25,9 @@
 --              sidecars keep the rest.
 -- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's script (requests, period in µs; or
 --              T in µs, burst).
+-- ARGV[last]   "keep", only for keep-usage and kind "t" (one argument more than the limits
+--              need): a lease's debit is written as struct '>dd' (time, T), as the check
+--              script writes it.
 -- Reply        {granted, returned, left, off_1, ..., off_n} (only the first three when
 --              nothing is granted): left is what the tightest limit has left after the
 --              lease; off_i is, for windows, the µs until
@@ -32,21 +38,30 @@
 -- Returning    windows: the count of the lease's window loses the unspent units, only while
 --              that window is still the current one (never below 0, never another window).
 --              TokenBucket, GCRA: the unspent cells still in the future leave the schedule:
---              full-at / TAT moves back by their span, never before now.
+--              full-at / TAT moves back by their span, never before now; in a '>dd' value
+--              by their number of cells at the T the value records (a tier change since the
+--              lease rescaled the debt), and the value keeps its format.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, at most 2n + 2 SETs;
 --              no loops over data, no key names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
---              agree, an unknown kind, a share below 1): an ERR reply before any read or
+--              agree, an unknown kind, a share below 1, "keep" for an algorithm that does
+--              not keep usage or a kind other than "t"): an ERR reply before any read or
 --              write, so the bound above holds whatever a caller sends.
-local n = (#ARGV - 6) / 2
+
+-- keeps: composed true by the Go side for the algorithms whose bodies read state through
+-- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
+local keeps = false
+local keep = ARGV[#ARGV] == 'keep'
+local n = (#ARGV - 6 - (keep and 1 or 0)) / 2
 local kind = ARGV[5]
 -- Refuse, before any loop, a call of a shape this script was not written for: 1 to 8
 -- limits, one state key each, the new lease's record, and the previous one's exactly when
--- ARGV[4] names one; a known kind; a share of at least 1. Redis runs a script to its end on
--- its single thread, so a caller that could make it loop over a million "limits" would
--- stall every client of the server.
+-- ARGV[4] names one; a known kind; a share of at least 1; 'keep' only where usage is kept.
+-- Redis runs a script to its end on its single thread, so a caller that could make it loop
+-- over a million "limits" would stall every client of the server.
 if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + (ARGV[4] == '-1' and 1 or 2) or
-    (kind ~= 'f' and kind ~= 's' and kind ~= 't') or not ((tonumber(ARGV[6]) or 0) >= 1) then
+    (kind ~= 'f' and kind ~= 's' and kind ~= 't') or not ((tonumber(ARGV[6]) or 0) >= 1) or
+    (keep and not (keeps and kind == 't')) then
   return redis.error_reply('ERR ratelimit: refused a lease call of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes 1 to 8 limits, one state key each')
 end
@@ -87,9 +102,17 @@ if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
         -- Only cells not yet started can leave: cell j starts at mark + j * a.
         local past = math.ceil((now - mark) / a)
         m = leased - math.max(next, past)
-        local tat = tonumber(v)
-        if m > 0 and tat and tat > now then
-          vals[i] = math.max(now, tat - m * a)
+        -- An integer is at this T (a); a '>dd' value at the T it records.
+        local tat, T0, packed = tonumber(v), a, false
+        if not tat and #v == 16 then
+          tat, T0 = struct.unpack('>dd', v)
+          packed = true
+        end
+        if m > 0 and tat and tat > now and T0 >= 1 then
+          vals[i] = math.max(now, tat - m * T0)
+          if packed then
+            vals[i] = struct.pack('>dd', vals[i], T0)
+          end
           redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
           returned = math.max(returned, m)
         end
@@ -112,6 +135,12 @@ end
 local offs = {}
 local cost = want
 local granted, avail = 0, 0
+-- moves: keep-usage values the bodies read at another T, rescaled to this one, written when
+-- nothing is granted (as a denied check writes them); a grant writes every limit anyway. A
+-- value whose debt was capped at the limit's burst is not among them (it keeps the whole
+-- debt, see keep_usage.lua); no grant of a unit or more can follow such a read (its bucket
+-- is empty).
+local moves
 for pass = 1, 2 do
   avail = math.huge
   local allowed = true
@@ -141,6 +170,11 @@ for pass = 1, 2 do
     break
   end
   if pass == 2 or fair < tonumber(ARGV[3]) then
+    if moves then
+      for k, m in pairs(moves) do
+        redis.call('SET', KEYS[k], m, 'PX', ARGV[2])
+      end
+    end
     return {0, returned, math.max(avail, 0)}
   end
   cost = fair

@@ -1,15 +1,18 @@
 -- token_bucket.lua: token bucket, any number of limits checked and debited atomically.
 --
--- State is one integer per limit: the Redis-clock time in µs at which the bucket is full
+-- State is one value per limit: the Redis-clock time in µs at which the bucket is full
 -- again. Tokens now = burst - (full_at - now) / T, where T is the refill time of one token
 -- (period / requests in whole µs, computed by the client). Whole microseconds keep the
--- arithmetic exact (no rounding can admit an extra request), and an integer value keeps the
--- key small (Redis stores it int-encoded, 16 bytes less than an 8-byte binary string).
+-- arithmetic exact (no rounding can admit an extra request). Without keep-usage the value is
+-- that integer (Redis stores it int-encoded, 16 bytes less than an 8-byte binary string);
+-- with keep-usage it is struct '>dd' (full_at, the T it was written at), so that a call at
+-- another T (a tier change, a per-caller override) keeps the caller's usage in tokens.
+-- Either call reads either format (keep_usage.lua says how).
 --
--- KEYS[1..n]   one state key per limit, all under one hash tag. A value that is not an
---              integer (or a key of another type) counts as a full bucket and is
---              overwritten on the next admitted write; a value beyond now + burst * T (an
---              edit lowered the limit, a clock moved backwards) counts as an empty bucket.
+-- KEYS[1..n]   one state key per limit, all under one hash tag. A value of neither format
+--              (or a key of another type) counts as a full bucket and is overwritten on the
+--              next admitted write; a value beyond now + burst * T (an edit or a tier change
+--              lowered the limit, a clock moved backwards) counts as an empty bucket.
 -- KEYS[n+1]    the idempotency key, present only when ARGV[3] ~= "0".
 -- ARGV[1]      cost: tokens this request takes from every limit (integer >= 1).
 -- ARGV[2]      ttl: PX in ms set on every state key written (>= burst * T).
@@ -19,24 +22,32 @@
 --              ARGV[2i+4]. A replay needs the same fingerprint; another request under a
 --              seen id, or one replay beyond the bound, is checked as a new request.
 -- ARGV[2i+2], ARGV[2i+3]  limit i: T (µs per token, >= 1), burst (the capacity).
+-- ARGV[last]   "keep", only for keep-usage (one argument more than the limits need): every
+--              state written is struct '>dd' (full_at, T).
 -- Reply        code = allowed(1) + 2*replayed + 4*limit index + 64*remaining, the index and
 --              remaining of the tightest limit when allowed, of the denying limit when
 --              denied; reset_after is until that bucket is full, retry_after -1 means never
 --              (cost > burst). A fresh admission with remaining < 2^20 and reset_after <
 --              2^27 ms replies with one integer, code + 2^26 * reset_after_ms; every other
---              reply is {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
+--              reply is {code, retry_after_ms, reset_after_ms}. A denial writes nothing but
+--              the '>dd' values it read at another T whose debt fit this limit's burst,
+--              rescaled to this T (no debit); a value whose debt had to be capped at the
+--              burst stays as it is, keeping the whole debt at the T it records.
 -- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
---              limit without an idempotency key: TIME, one MGET of one key, one SET. No
---              loops over data, no key names built here.
+--              limit without an idempotency key (with or without keep-usage): TIME, one MGET
+--              of one key, one SET. No loops over data, no key names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
 --              write, so the bound above holds whatever a caller sends.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
--- (µs, server clock), v (the state key's value), cost, and a, b (the limit's two numbers);
--- the body sets new (the value to write when it admits, else nil), r, retry and rs.
-local full = tonumber(v) or now
+-- (µs, server clock), v (the state key's value), cost, a, b (the limit's two numbers) and
+-- keep (a keep-usage call); the body sets new (the value to write when it admits, else nil),
+-- r, retry and rs, and moved (the value to write when it denies, else nil). Each "-- @read"
+-- line is keep_usage.lua's code, setting at, rescaled and capped.
 local T, burst = a, b
 local cap = burst * T
+-- @read
+local full = at
 if not (full >= now) then
   full = now -- idle, a clock that moved backwards (failover), or not a number: refill nothing extra
 elseif full > now + cap then
@@ -50,25 +61,41 @@ local after = used + cost * T
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
 if cost <= burst and after <= cap then
   new, r, rs = now + after, cap - after, (after + (-after) % 1000) / 1000
+  if keep then
+    new = struct.pack('>dd', new, T)
+  end
 else
   r, rs, retry = cap - used, (used + (-used) % 1000) / 1000, -1
   if cost <= burst then
     retry = after - cap
     retry = (retry + (-retry) % 1000) / 1000
   end
+  if rescaled and not capped then
+    moved = keep and struct.pack('>dd', full, T) or full -- read at another T: now at this one
+  end
 end
 r = (r - r % T) / T
 if r < 0 then
   r = 0 -- never below 0
 end
--- @body: runs inline in the driver's loop over limits (see driver.lua); a, b = T, burst.
+-- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
+-- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
+-- the call denies.
 local T, burst = a, b
 local cap = burst * T
-local full = tonumber(vals[i]) or now
+local v = vals[i]
+-- @read
+local full = at
 if not (full >= now) then
   full = now -- idle, a clock that moved backwards (failover), or not a number: refill nothing extra
 elseif full > now + cap then
   full = now + cap -- as in the single-limit path: at most an empty bucket
+end
+if rescaled and not capped then
+  -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
+  -- a capped value is not: it keeps the whole debt).
+  moves = moves or {}
+  moves[i] = keep and struct.pack('>dd', full, T) or full
 end
 local used = full - now
 local after = used + cost * T
@@ -78,5 +105,5 @@ elseif after > cap then
   ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)), after - cap, used
 else
   ok, r, retry, reset = true, math.floor((cap - after) / T), 0, after
-  vals[i] = now + after
+  vals[i] = keep and struct.pack('>dd', now + after, T) or now + after
 end
