@@ -18,6 +18,9 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 		Namespace: namespace, Name: e.Name, Algorithm: limiter.Algorithm(e.Algorithm),
 		StateKey: e.StateKey, IdempotencyKey: e.IdempotencyKey, TTL: ms(e.TTLMs),
 		FailureMode: limiter.FailureMode(e.FailureMode), Leases: e.Leases, Shards: int(e.Shards),
+		// A caller of a policy with tiers or overrides may meet another rate on its next
+		// request: its state records the rate it was written at, so it keeps its usage.
+		KeepUsage: len(e.Tiers) > 0 || len(e.Overrides) > 0,
 	}
 	c.Limits = limits(e.Limits)
 	if id := e.Idempotency; id != nil {

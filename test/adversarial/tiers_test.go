@@ -138,3 +138,27 @@ func (r *rig) checkStatus(t *testing.T, req httpcheck.Request) int {
 	t.Helper()
 	return r.postJSON(t, httpcheck.Path, req, nil)
 }
+
+// Class: dodging one's debt by dropping to a lower tier and back. A pro caller that has
+// used most of its limit sends one request that selects the free tier (it leaves out what
+// makes it pro), is denied, and comes back as pro: it has what it had left, not a fresh
+// allowance, on every algorithm, however often it tries.
+func TestTierDownAndBackKeepsDebt(t *testing.T) {
+	const used = 15
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			r := newRig(t, limiter.Options{}, tieredPolicy(alg))
+			if got := r.count(used, http.MethodGet, "/", "X-API-Key", "dodger", "X-Plan", "pro"); got != used {
+				t.Fatalf("pro: %d of %d admitted", got, used)
+			}
+			for range 3 {
+				if got := r.count(1, http.MethodGet, "/", "X-API-Key", "dodger"); got != 0 {
+					t.Fatalf("as free after using %d: admitted", used)
+				}
+			}
+			if got := r.count(proLimit, http.MethodGet, "/", "X-API-Key", "dodger", "X-Plan", "pro"); got != proLimit-used {
+				t.Errorf("back as pro: %d of %d admitted, want %d (over-admission %d)", got, proLimit, proLimit-used, got-(proLimit-used))
+			}
+		})
+	}
+}
