@@ -46,16 +46,7 @@ func TestAttachOverridesVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"a-applied": v1alpha1.ReasonOverrideApplied, "b-applied": v1alpha1.ReasonOverrideApplied,
-		"no-policy": v1alpha1.ReasonPolicyNotFound, "expired": v1alpha1.ReasonExpired, "bad-tier": v1alpha1.ReasonInvalidOverride}
-	for name, reason := range want {
-		if v := verdicts[name]; v.Reason != reason || v.Generation != 3 || v.Message == "" {
-			t.Errorf("%s: verdict %+v, want reason %s at generation 3 with a message", name, v, reason)
-		}
-	}
-	if !strings.Contains(verdicts["bad-tier"].Message, "spec.tier") || !strings.Contains(verdicts["no-policy"].Message, "spec.policyName") {
-		t.Errorf("messages do not name the field: %+v", verdicts)
-	}
+	checkVerdicts(t, verdicts)
 	got := s.Policies[0].Overrides
 	if len(got) != 2 || got[0].Name != "a-applied" || got[1].Name != "b-applied" || got[1].ExpiresMs != soon.UnixMilli() {
 		t.Fatalf("published overrides %+v, want a-applied then b-applied (expiring), the stale one gone", got)
@@ -66,6 +57,28 @@ func TestAttachOverridesVerdicts(t *testing.T) {
 	if entryHash(s.Policies[0]) != entryHash(plain) {
 		t.Error("an entry with overrides does not match the policy's own compiled entry: the policy would never report Published")
 	}
+	checkRecorded(t, s, verdicts)
+}
+
+// checkVerdicts: each override of TestAttachOverridesVerdicts has its reason, at its
+// generation, with a message naming the field at fault.
+func checkVerdicts(t *testing.T, verdicts map[string]OverrideVerdict) {
+	t.Helper()
+	want := map[string]string{"a-applied": v1alpha1.ReasonOverrideApplied, "b-applied": v1alpha1.ReasonOverrideApplied,
+		"no-policy": v1alpha1.ReasonPolicyNotFound, "expired": v1alpha1.ReasonExpired, "bad-tier": v1alpha1.ReasonInvalidOverride}
+	for name, reason := range want {
+		if v := verdicts[name]; v.Reason != reason || v.Generation != 3 || v.Message == "" {
+			t.Errorf("%s: verdict %+v, want reason %s at generation 3 with a message", name, v, reason)
+		}
+	}
+	if !strings.Contains(verdicts["bad-tier"].Message, "spec.tier") || !strings.Contains(verdicts["no-policy"].Message, "spec.policyName") {
+		t.Errorf("messages do not name the field: %+v", verdicts)
+	}
+}
+
+// checkRecorded: Publications hands the override controller the verdicts a sync recorded.
+func checkRecorded(t *testing.T, s *snapshot.Snapshot, verdicts map[string]OverrideVerdict) {
+	t.Helper()
 	p := &Publications{}
 	st := stateOf(s)
 	st.overrides = verdicts

@@ -76,70 +76,94 @@ func TestTierChangeLeasesKeepUsage(t *testing.T) {
 	ttl := 2*keepDay + time.Hour
 	for _, alg := range algorithms {
 		s, _ := ScriptFor(alg)
-		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
-		leases := newLeaseRunner(rdb, alg)
-		free := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 1_000, Period: keepDay})
-		pro := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 100_000, Period: keepDay})
-		t.Run(string(alg)+"/upgrade", func(t *testing.T) {
-			run.setNow(t, start)
-			spend(t, run, free, "lease-upgrader", 900, 1)
-			if r := leases.take(t, pro, "lease-upgrader", "l1", 1_000_000, nil); r.granted != 99_100 || r.left != 0 {
-				t.Fatalf("900 used of 1,000/day, then a lease of everything under 100,000/day: %+v; want 99,100 granted, 0 left", r)
-			}
-			if got := probe(t, run, pro, 0, "lease-upgrader"); got != 0 {
-				t.Fatalf("after the lease, pro reports %d remaining; want 0", got)
-			}
-		})
-		t.Run(string(alg)+"/downgrade", func(t *testing.T) {
-			run.setNow(t, start)
-			spend(t, run, pro, "lease-downgrader", 5_000, 100)
-			if r := leases.take(t, free, "lease-downgrader", "l1", 10, nil); r.granted != 0 || r.left != 0 {
-				t.Fatalf("5,000 used of 100,000/day, then a lease under 1,000/day: %+v; want nothing granted, 0 left", r)
-			}
-			if alg != TokenBucket && alg != GCRA {
-				return
-			}
-			T, T0 := int64(86_400_000), int64(864_000) // free's and pro's µs per token
-			run.setNow(t, start+2*T)
-			if r := leases.take(t, free, "lease-downgrader", "l2", 10, nil); r.granted != 0 || r.left != 0 {
-				t.Fatalf("as two tokens would refill at free's rate: %+v; want nothing granted, 0 left", r)
-			}
-			run.setNow(t, start+4000*T0)
-			if r := leases.take(t, free, "lease-downgrader", "l3", 10, nil); r.granted != 0 || r.left != 0 {
-				t.Fatalf("as 4,000 of pro's tokens refill (1,000 owed): %+v; want nothing granted, 0 left", r)
-			}
-			run.setNow(t, start+4002*T0)
-			if r := leases.take(t, free, "lease-downgrader", "l4", 10, nil); r.granted != 2 || r.left != 0 {
-				t.Fatalf("as 4,002 of pro's tokens refill (998 owed): %+v; want 2 granted, 0 left", r)
-			}
-		})
-		if alg != TokenBucket && alg != GCRA {
-			continue
+		k := &leaseFigures{run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}, leases: newLeaseRunner(rdb, alg),
+			free:  keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 1_000, Period: keepDay}),
+			pro:   keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 100_000, Period: keepDay}),
+			start: start, buckets: alg == TokenBucket || alg == GCRA}
+		t.Run(string(alg)+"/upgrade", k.upgrade)
+		t.Run(string(alg)+"/downgrade", k.downgrade)
+		if k.buckets {
+			t.Run(string(alg)+"/return", k.giveBack)
 		}
-		t.Run(string(alg)+"/return", func(t *testing.T) {
-			run.setNow(t, start)
-			spend(t, run, free, "returner", 100, 1)
-			r := leases.take(t, pro, "returner", "l1", 400, nil)
-			if r.granted != 400 || r.left != 99_500 {
-				t.Fatalf("100 used under free, then a lease of 400 under pro: %+v; want 400 granted, 99,500 left", r)
-			}
-			// A check under free rescales the state to free's T (and writes it back).
-			if got := probe(t, run, free, 0, "returner"); got != 500 {
-				t.Fatalf("100 used and 400 leased, free reports %d remaining; want 500", got)
-			}
-			// 100 of the lease spent, 300 returned under pro: 300 tokens, whatever T the
-			// state was written at since.
-			back := leases.take(t, pro, "returner", "l2", 0, &lease{id: "l1", units: 400, next: 100})
-			if back.returned != 300 {
-				t.Fatalf("returning 300 unspent units: %+v; want 300 returned", back)
-			}
-			if got := probe(t, run, pro, 0, "returner"); got != 99_800 {
-				t.Fatalf("200 used in all, pro reports %d remaining; want 99,800", got)
-			}
-			if got := probe(t, run, free, 0, "returner"); got != 800 {
-				t.Fatalf("200 used in all, free reports %d remaining; want 800", got)
-			}
-		})
+	}
+}
+
+// leaseFigures are TestTierChangeLeasesKeepUsage's cases for one algorithm.
+type leaseFigures struct {
+	run       *fakeClockRunner
+	leases    *leaseRunner
+	free, pro *Policy
+	start     int64
+	buckets   bool // TokenBucket or GCRA
+}
+
+// upgrade: 900 used under free, then a lease of everything under pro gets 99,100.
+func (k *leaseFigures) upgrade(t *testing.T) {
+	k.run.setNow(t, k.start)
+	spend(t, k.run, k.free, "lease-upgrader", 900, 1)
+	if r := k.leases.take(t, k.pro, "lease-upgrader", "l1", 1_000_000, nil); r.granted != 99_100 || r.left != 0 {
+		t.Fatalf("900 used of 1,000/day, then a lease of everything under 100,000/day: %+v; want 99,100 granted, 0 left", r)
+	}
+	if got := probe(t, k.run, k.pro, 0, "lease-upgrader"); got != 0 {
+		t.Fatalf("after the lease, pro reports %d remaining; want 0", got)
+	}
+}
+
+// downgrade: 5,000 used under pro leave no lease under free, and for the buckets none until
+// the debt, refilling at pro's rate, leaves two units of free's capacity.
+func (k *leaseFigures) downgrade(t *testing.T) {
+	k.run.setNow(t, k.start)
+	spend(t, k.run, k.pro, "lease-downgrader", 5_000, 100)
+	if r := k.leases.take(t, k.free, "lease-downgrader", "l1", 10, nil); r.granted != 0 || r.left != 0 {
+		t.Fatalf("5,000 used of 100,000/day, then a lease under 1,000/day: %+v; want nothing granted, 0 left", r)
+	}
+	if !k.buckets {
+		return
+	}
+	T, T0 := int64(86_400_000), int64(864_000) // free's and pro's µs per token
+	for _, c := range []struct {
+		at      int64
+		granted int64
+		when    string
+	}{
+		{k.start + 2*T, 0, "as two tokens would refill at free's rate"},
+		{k.start + 4000*T0, 0, "as 4,000 of pro's tokens refill (1,000 owed)"},
+		{k.start + 4002*T0, 2, "as 4,002 of pro's tokens refill (998 owed)"},
+	} {
+		k.run.setNow(t, c.at)
+		if r := k.leases.take(t, k.free, "lease-downgrader", fmt.Sprintf("l-%d", c.at), 10, nil); r.granted != c.granted || r.left != 0 {
+			t.Fatalf("%s: %+v; want %d granted, 0 left", c.when, r, c.granted)
+		}
+	}
+}
+
+// giveBack: a lease under pro returned after a check under free rescaled the state gives
+// back its unspent units in tokens.
+func (k *leaseFigures) giveBack(t *testing.T) {
+	k.run.setNow(t, k.start)
+	spend(t, k.run, k.free, "returner", 100, 1)
+	r := k.leases.take(t, k.pro, "returner", "l1", 400, nil)
+	if r.granted != 400 || r.left != 99_500 {
+		t.Fatalf("100 used under free, then a lease of 400 under pro: %+v; want 400 granted, 99,500 left", r)
+	}
+	// A check under free rescales the state to free's T (and writes it back).
+	if got := probe(t, k.run, k.free, 0, "returner"); got != 500 {
+		t.Fatalf("100 used and 400 leased, free reports %d remaining; want 500", got)
+	}
+	// 100 of the lease spent, 300 returned under pro: 300 tokens, whatever T the state was
+	// written at since.
+	back := k.leases.take(t, k.pro, "returner", "l2", 0, &lease{id: "l1", units: 400, next: 100})
+	if back.returned != 300 {
+		t.Fatalf("returning 300 unspent units: %+v; want 300 returned", back)
+	}
+	for _, c := range []struct {
+		p    *Policy
+		want int64
+		name string
+	}{{k.pro, 99_800, "pro"}, {k.free, 800, "free"}} {
+		if got := probe(t, k.run, c.p, 0, "returner"); got != c.want {
+			t.Fatalf("200 used in all, %s reports %d remaining; want %d", c.name, got, c.want)
+		}
 	}
 }
 
@@ -155,78 +179,101 @@ func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
 		t.Run(string(alg), func(t *testing.T) {
 			s, _ := ScriptFor(alg)
-			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
-			leases := newLeaseRunner(rdb, alg)
-			var granted, checked, over int64
+			p := &leaseProperty{rdb: rdb, run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}, leases: newLeaseRunner(rdb, alg)}
 			for seed := range uint64(30) {
-				rng := rand.New(rand.NewPCG(seed, 7))
-				a, b := keepPair(t, rng, alg)
-				id := fmt.Sprintf("lease-caller-%d", seed)
-				now := int64(1_760_000_000_000_000) + rng.Int64N(1_000_000_000_000)
-				rules := make([]*exactRule, len(a.Limits))
-				for i, l := range a.Limits {
-					rules[i] = newExactRule(alg, l, now)
-				}
-				cur := a
-				for step := range 120 {
-					now += randomStep(rng, shortestPeriod(cur))
-					run.setNow(t, now)
-					// A tier change: its capacity is in force from the caller's first call under
-					// it, its rate once a call writes it (until then the state refills at the
-					// rate it was written at; the rules follow the state after every call).
-					if rng.IntN(8) == 0 {
-						cur = map[bool]*Policy{true: a, false: b}[cur == b]
-						for i, l := range cur.Limits {
-							rules[i].rerate(l, now)
-						}
-					}
-					cost := randomCost(rng, minSize(cur))
-					allowed, exactLeft := true, int64(1<<62)
-					for _, r := range rules {
-						allowed = allowed && r.allows(now, cost)
-					}
-					where := fmt.Sprintf("%s step %d (%+v / %+v)", id, step, a.Limits, b.Limits)
-					if rng.IntN(2) == 0 {
-						_, d := run.check(t, cur, id, "", cost)
-						followState(t, rdb, cur, id, now, rules)
-						checkSaneDecision(t, where, cur, d)
-						if !d.Allowed {
-							continue
-						}
-						checked += cost
-						if !allowed {
-							over += cost
-							t.Errorf("%s: check of cost %d admitted; the exact rule refuses it", where, cost)
-						}
-						for _, r := range rules {
-							r.admit(now, cost)
-						}
-						continue
-					}
-					r := leases.take(t, cur, id, fmt.Sprintf("l%d", step), 2+rng.Int64N(minSize(cur)), nil)
-					if r.granted == 0 {
-						followState(t, rdb, cur, id, now, rules)
-						continue
-					}
-					granted += r.granted
-					for _, e := range rules {
-						if !e.allows(now, r.granted) {
-							over += r.granted
-							t.Errorf("%s: lease of %d granted; the exact rule refuses it", where, r.granted)
-						}
-						e.admit(now, r.granted)
-						exactLeft = min(exactLeft, e.remaining(now))
-					}
-					if r.left > exactLeft {
-						t.Errorf("%s: lease of %d leaves %d; the exact rule %d", where, r.granted, r.left, exactLeft)
-					}
-				}
+				p.caller(t, alg, seed)
 			}
-			t.Logf("%s: %d admitted by checks, %d granted by leases, over-admitted %d", alg, checked, granted, over)
-			if over != 0 || granted == 0 {
-				t.Errorf("over-admission %d, want 0 (and some leases granted: %d)", over, granted)
+			t.Logf("%s: %d admitted by checks, %d granted by leases, over-admitted %d", alg, p.checked, p.granted, p.over)
+			if p.over != 0 || p.granted == 0 {
+				t.Errorf("over-admission %d, want 0 (and some leases granted: %d)", p.over, p.granted)
 			}
 		})
+	}
+}
+
+// leaseProperty runs TestTierChangeLeasesNeverOverAdmit's callers and sums what they were
+// given.
+type leaseProperty struct {
+	rdb                    redis.UniversalClient
+	run                    *fakeClockRunner
+	leases                 *leaseRunner
+	granted, checked, over int64
+}
+
+// caller is one random caller of 120 steps, switching between two random policies.
+func (p *leaseProperty) caller(t *testing.T, alg Algorithm, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	a, b := keepPair(t, rng, alg)
+	id := fmt.Sprintf("lease-caller-%d", seed)
+	now := int64(1_760_000_000_000_000) + rng.Int64N(1_000_000_000_000)
+	rules := make([]*exactRule, len(a.Limits))
+	for i, l := range a.Limits {
+		rules[i] = newExactRule(alg, l, now)
+	}
+	cur := a
+	for step := range 120 {
+		now += randomStep(rng, shortestPeriod(cur))
+		p.run.setNow(t, now)
+		// A tier change: its capacity is in force from the caller's first call under it, its
+		// rate once a call writes it (until then the state refills at the rate it was written
+		// at; the rules follow the state after every call).
+		if rng.IntN(8) == 0 {
+			cur = map[bool]*Policy{true: a, false: b}[cur == b]
+			for i, l := range cur.Limits {
+				rules[i].rerate(l, now)
+			}
+		}
+		where := fmt.Sprintf("%s step %d (%+v / %+v)", id, step, a.Limits, b.Limits)
+		if rng.IntN(2) == 0 {
+			p.check(t, where, cur, id, now, randomCost(rng, minSize(cur)), rules)
+			continue
+		}
+		p.lease(t, where, cur, id, fmt.Sprintf("l%d", step), now, 2+rng.Int64N(minSize(cur)), rules)
+	}
+}
+
+// check is one check of cost: admitted only where the exact rules allow it.
+func (p *leaseProperty) check(t *testing.T, where string, cur *Policy, id string, now, cost int64, rules []*exactRule) {
+	allowed := true
+	for _, r := range rules {
+		allowed = allowed && r.allows(now, cost)
+	}
+	_, d := p.run.check(t, cur, id, "", cost)
+	followState(t, p.rdb, cur, id, now, rules)
+	checkSaneDecision(t, where, cur, d)
+	if !d.Allowed {
+		return
+	}
+	p.checked += cost
+	if !allowed {
+		p.over += cost
+		t.Errorf("%s: check of cost %d admitted; the exact rule refuses it", where, cost)
+	}
+	for _, r := range rules {
+		r.admit(now, cost)
+	}
+}
+
+// lease is one lease of up to want units: granted only where the exact rules allow it, and
+// never reporting more left than they leave.
+func (p *leaseProperty) lease(t *testing.T, where string, cur *Policy, id, leaseID string, now, want int64, rules []*exactRule) {
+	r := p.leases.take(t, cur, id, leaseID, want, nil)
+	if r.granted == 0 {
+		followState(t, p.rdb, cur, id, now, rules)
+		return
+	}
+	p.granted += r.granted
+	exactLeft := int64(1 << 62)
+	for _, e := range rules {
+		if !e.allows(now, r.granted) {
+			p.over += r.granted
+			t.Errorf("%s: lease of %d granted; the exact rule refuses it", where, r.granted)
+		}
+		e.admit(now, r.granted)
+		exactLeft = min(exactLeft, e.remaining(now))
+	}
+	if r.left > exactLeft {
+		t.Errorf("%s: lease of %d leaves %d; the exact rule %d", where, r.granted, r.left, exactLeft)
 	}
 }
 

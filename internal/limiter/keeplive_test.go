@@ -37,7 +37,6 @@ func keepTiers(t *testing.T, alg Algorithm, name string, functions bool) (free, 
 // the test.
 func keepFigures(t *testing.T, l *Limiter, rdb redis.UniversalClient, tag string, functions bool) {
 	t.Helper()
-	ctx := context.Background()
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			free, pro := keepTiers(t, alg, fmt.Sprintf("live-%s-%s-%d", tag, alg, time.Now().UnixNano()), functions)
@@ -45,39 +44,53 @@ func keepFigures(t *testing.T, l *Limiter, rdb redis.UniversalClient, tag string
 			if now := time.Now(); now.Add(time.Minute).Truncate(keepDay) != now.Truncate(keepDay) {
 				time.Sleep(time.Until(now.Add(time.Minute).Truncate(keepDay)) + time.Second)
 			}
-			for range 9 {
-				if d := mustCheck(t, l, free, Request{Identity: "upgrader", Cost: 100}); !d.Allowed {
-					t.Fatalf("spending 900 under free: %+v", d)
-				}
-			}
-			if d := mustCheck(t, l, pro, Request{Identity: "upgrader"}); !d.Allowed || d.Remaining != 99_099 {
-				t.Fatalf("900 used of 1,000/day, then a request under 100,000/day: %+v; want admitted, 99,099 left", d)
-			}
-			// The lease path: a lease of everything under pro gets the other 99,099.
-			v, err := evalOne(ctx, rdb, pro.leaseScript, leaseKeys(pro.Keys("upgrader", ""), "l1", nil), pro.leaseArgs(1_000_000, 1, nil))
-			if err != nil {
-				t.Fatalf("lease under pro: %v", err)
-			}
-			if r := leaseReplyFrom(t, v); r.granted != 99_099 || r.left != 0 {
-				t.Fatalf("a lease of everything under pro after 901 used: %+v; want 99,099 granted", r)
-			}
-			for range 5 {
-				if d := mustCheck(t, l, pro, Request{Identity: "downgrader", Cost: 1_000}); !d.Allowed {
-					t.Fatalf("spending 5,000 under pro: %+v", d)
-				}
-			}
-			if d := mustCheck(t, l, free, Request{Identity: "downgrader"}); d.Allowed || d.Remaining != 0 {
-				t.Fatalf("5,000 used of 100,000/day, then a request under 1,000/day: %+v; want denied, 0 left", d)
-			}
-			v, err = evalOne(ctx, rdb, free.leaseScript, leaseKeys(free.Keys("downgrader", ""), "l1", nil), free.leaseArgs(10, 1, nil))
-			if err != nil {
-				t.Fatalf("lease under free: %v", err)
-			}
-			if r := leaseReplyFrom(t, v); r.granted != 0 || r.left != 0 {
-				t.Fatalf("a lease under free after 5,000 used under pro: %+v; want nothing granted, 0 left", r)
-			}
+			liveUpgrade(t, l, rdb, free, pro)
+			liveDowngrade(t, l, rdb, free, pro)
 		})
 	}
+}
+
+// liveUpgrade: 900 used under free leave 99,099 of pro after one more request, to a check,
+// then to a lease of everything.
+func liveUpgrade(t *testing.T, l *Limiter, rdb redis.UniversalClient, free, pro *Policy) {
+	t.Helper()
+	for range 9 {
+		if d := mustCheck(t, l, free, Request{Identity: "upgrader", Cost: 100}); !d.Allowed {
+			t.Fatalf("spending 900 under free: %+v", d)
+		}
+	}
+	if d := mustCheck(t, l, pro, Request{Identity: "upgrader"}); !d.Allowed || d.Remaining != 99_099 {
+		t.Fatalf("900 used of 1,000/day, then a request under 100,000/day: %+v; want admitted, 99,099 left", d)
+	}
+	if r := liveLease(t, rdb, pro, "upgrader", 1_000_000); r.granted != 99_099 || r.left != 0 {
+		t.Fatalf("a lease of everything under pro after 901 used: %+v; want 99,099 granted", r)
+	}
+}
+
+// liveDowngrade: 5,000 used under pro deny under free, to a check and to a lease.
+func liveDowngrade(t *testing.T, l *Limiter, rdb redis.UniversalClient, free, pro *Policy) {
+	t.Helper()
+	for range 5 {
+		if d := mustCheck(t, l, pro, Request{Identity: "downgrader", Cost: 1_000}); !d.Allowed {
+			t.Fatalf("spending 5,000 under pro: %+v", d)
+		}
+	}
+	if d := mustCheck(t, l, free, Request{Identity: "downgrader"}); d.Allowed || d.Remaining != 0 {
+		t.Fatalf("5,000 used of 100,000/day, then a request under 1,000/day: %+v; want denied, 0 left", d)
+	}
+	if r := liveLease(t, rdb, free, "downgrader", 10); r.granted != 0 || r.left != 0 {
+		t.Fatalf("a lease under free after 5,000 used under pro: %+v; want nothing granted, 0 left", r)
+	}
+}
+
+// liveLease takes a lease "l1" of up to want units of identity under p.
+func liveLease(t *testing.T, rdb redis.UniversalClient, p *Policy, identity string, want int64) leaseReplyOf {
+	t.Helper()
+	v, err := evalOne(context.Background(), rdb, p.leaseScript, leaseKeys(p.Keys(identity, ""), "l1", nil), p.leaseArgs(want, 1, nil))
+	if err != nil {
+		t.Fatalf("lease under %s: %v", p.Name, err)
+	}
+	return leaseReplyFrom(t, v)
 }
 
 // TestTierChangeKeepsUsageOnEveryPath: the figures with EVALSHA (with and without

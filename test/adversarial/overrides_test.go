@@ -68,7 +68,7 @@ func TestOverridesAdmitExactlyTheirLimitsUnderConcurrency(t *testing.T) {
 				override("launch-week", []v1alpha1.OverrideCaller{byValue("vip-a"), byHash("vip-h")}),
 				override("custom", []v1alpha1.OverrideCaller{byValue("vip-own")}, ownLimits))
 			for caller, want := range map[string]int{"vip-a": proLimit, "vip-h": proLimit, "vip-own": ownLimit, "free-a": freeLimit} {
-				got := r.hammer(8, 8, "/", []string{"X-API-Key", caller}, nil)
+				got := r.hammer(16, 4, "/", []string{"X-API-Key", caller}, nil)
 				onlyAdmitOrDeny(t, got)
 				if got[http.StatusOK] != want {
 					t.Errorf("%s: %d of 64 concurrent requests admitted, want exactly %d (over-admission %d)",

@@ -38,7 +38,7 @@ func newOverride(ns, name, policyName string, callers ...string) *v1alpha1.RateL
 
 // waitOverride waits until override name's Ready condition has status and reason, for its
 // current generation.
-func waitOverride(t testing.TB, e *kube.Env, ns, name string, status metav1.ConditionStatus, reason string) *v1alpha1.RateLimitOverride {
+func waitOverride(t testing.TB, e *kube.Env, ns, name string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	var o v1alpha1.RateLimitOverride
 	wait.Eventually(t, readyTimeout, fmt.Sprintf("override %s Ready=%s (%s)", name, status, reason), func() error {
@@ -51,7 +51,6 @@ func waitOverride(t testing.TB, e *kube.Env, ns, name string, status metav1.Cond
 		}
 		return nil
 	})
-	return &o
 }
 
 // An override is published with its policy and reports Ready=True Applied; one naming a

@@ -278,19 +278,25 @@ func checkHelperRoles(t *testing.T, r rendered) {
 		}
 	}
 	for _, role := range []rbacv1.ClusterRole{editor, viewer, oEditor, oViewer} {
-		for _, rule := range role.Rules {
-			if slices.ContainsFunc(rule.Resources, func(res string) bool { return strings.HasSuffix(res, "/status") }) && !slices.Equal(rule.Verbs, []string{"get"}) {
-				t.Errorf("%s grants %v on status; only the controller writes it", role.Name, rule.Verbs)
-			}
-			if (role.Name == viewer.Name || role.Name == oViewer.Name) && slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
-				t.Errorf("viewer role %s grants %v", role.Name, rule.Verbs)
-			}
-		}
+		checkRoleRules(t, role, role.Name == viewer.Name || role.Name == oViewer.Name)
 	}
 	if !slices.ContainsFunc(oEditor.Rules, func(rule rbacv1.PolicyRule) bool {
 		return slices.Contains(rule.Resources, "ratelimitoverrides") && slices.Contains(rule.Verbs, "create")
 	}) || slices.ContainsFunc(oEditor.Rules, func(rule rbacv1.PolicyRule) bool { return slices.Contains(rule.Resources, "ratelimitpolicies") }) {
 		t.Errorf("override editor rules %+v: want create on ratelimitoverrides and nothing on policies", oEditor.Rules)
+	}
+}
+
+// checkRoleRules: role grants only get on status, and only reads when readOnly.
+func checkRoleRules(t *testing.T, role rbacv1.ClusterRole, readOnly bool) {
+	t.Helper()
+	for _, rule := range role.Rules {
+		if slices.ContainsFunc(rule.Resources, func(res string) bool { return strings.HasSuffix(res, "/status") }) && !slices.Equal(rule.Verbs, []string{"get"}) {
+			t.Errorf("%s grants %v on status; only the controller writes it", role.Name, rule.Verbs)
+		}
+		if readOnly && slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+			t.Errorf("viewer role %s grants %v", role.Name, rule.Verbs)
+		}
 	}
 }
 
