@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -80,7 +81,8 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	gateways, dataPlane := gatewaySetup(mgr, cfg.Gateway)
 	compiler := &Compiler{Rules: cfg.Rules}
 	pubs := &Publications{Reader: mgr.GetClient()}
-	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Compiler: compiler, Publications: pubs, Redis: snapshot.Redis{
+	overrides := served(mgr.GetRESTMapper(), v1alpha1.GroupVersion.Group, "RateLimitOverride", v1alpha1.GroupVersion.Version)
+	snaps := &SnapshotReconciler{Client: mgr.GetClient(), Rules: cfg.Rules, Gateways: gateways, Compiler: compiler, Publications: pubs, Overrides: overrides, Redis: snapshot.Redis{
 		Mode: string(topo.Mode), Addrs: topo.Addrs, MasterName: topo.MasterName, DB: topo.DB, TLS: topo.TLS,
 		Functions: cfg.Functions}}
 	if err := snaps.SetupWithManager(mgr); err != nil {
@@ -98,6 +100,11 @@ func Setup(mgr ctrl.Manager, rdb redis.UniversalClient, topo redisconn.Topology,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("policy controller: %w", err)
+	}
+	if !overrides {
+		mgr.GetLogger().Info("the RateLimitOverride CRD is not installed: overrides are off until it is and the manager restarts",
+			"apply", "kubectl apply --server-side -f charts/ratelimit-operator/crds/")
+		return nil
 	}
 	if err := (&OverrideReconciler{Client: mgr.GetClient(), Publications: pubs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("override controller: %w", err)

@@ -42,6 +42,10 @@ type SnapshotReconciler struct {
 	// Publications records what each sync published, for the policy controller to read;
 	// nil records nothing.
 	Publications *Publications
+	// Overrides says the API server serves RateLimitOverride: without it (a Helm upgrade
+	// that left the CRDs as they were) overrides are neither watched nor listed, and the
+	// policies are published as before.
+	Overrides bool
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
@@ -71,8 +75,10 @@ func (r *SnapshotReconciler) sync(ctx context.Context, ns string) (time.Time, er
 		return time.Time{}, fmt.Errorf("list policies in %s: %w", ns, err)
 	}
 	var ovs v1alpha1.RateLimitOverrideList
-	if err := r.List(ctx, &ovs, client.InNamespace(ns)); err != nil {
-		return time.Time{}, fmt.Errorf("list overrides in %s: %w", ns, err)
+	if r.Overrides {
+		if err := r.List(ctx, &ovs, client.InNamespace(ns)); err != nil {
+			return time.Time{}, fmt.Errorf("list overrides in %s: %w", ns, err)
+		}
 	}
 	items, err := r.effective(ctx, ns, list.Items)
 	if err != nil {
@@ -151,9 +157,11 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("snapshot").
 		Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.RateLimitOverride{}, enqueue(delay),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot()))
+	if r.Overrides {
+		b = b.Watches(&v1alpha1.RateLimitOverride{}, enqueue(delay),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	if r.Gateways != nil {
 		// A route or Gateway change moves what the namespace's attached policies govern.
 		toNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
