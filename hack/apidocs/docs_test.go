@@ -134,14 +134,39 @@ func TestDocsMatchCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &crdChecker{t: t, tables: parseFieldTables(t, md), seen: map[string]bool{}}
-	c.walk("ratelimitpolicy", "RateLimitPolicy", loadCRDSchema(t, filepath.Join(root, "config", "crd", "bases",
-		"policy.ratelimit.dev_ratelimitpolicies.yaml")))
+	c := &crdChecker{t: t, tables: parseFieldTables(t, md), arrays: parseArrayTypes(md), seen: map[string]bool{}}
+	for _, kind := range []struct{ section, name, file string }{
+		{"ratelimitpolicy", "RateLimitPolicy", "policy.ratelimit.dev_ratelimitpolicies.yaml"},
+		{"ratelimitoverride", "RateLimitOverride", "policy.ratelimit.dev_ratelimitoverrides.yaml"},
+	} {
+		c.walk(kind.section, kind.name, loadCRDSchema(t, filepath.Join(root, "config", "crd", "bases", kind.file)))
+	}
 	for section := range c.tables {
-		if !c.seen[section] && section != "ratelimitpolicylist" {
-			t.Errorf("docs/api.md section %q is not reached from RateLimitPolicy", section)
+		if !c.seen[section] && !strings.HasSuffix(section, "list") {
+			t.Errorf("docs/api.md section %q is not reached from RateLimitPolicy or RateLimitOverride", section)
 		}
 	}
+}
+
+// arrayTypeRE is the line of a named array type's section naming its element type.
+var arrayTypeRE = regexp.MustCompile("^Type: `\\[\\w+\\]\\(#([a-z0-9-]+)\\) array`")
+
+// parseArrayTypes returns, by section, the element section of each named array type (such
+// as IdentitySources, of IdentitySource): a field linking to one is checked against its
+// element's table.
+func parseArrayTypes(md []byte) map[string]string {
+	out := map[string]string{}
+	section := ""
+	for line := range strings.SplitSeq(string(md), "\n") {
+		if m := sectionRE.FindStringSubmatch(line); m != nil {
+			section = strings.ToLower(m[1])
+			continue
+		}
+		if m := arrayTypeRE.FindStringSubmatch(line); m != nil {
+			out[section] = m[1]
+		}
+	}
+	return out
 }
 
 // loadCRDSchema returns the OpenAPI schema of the CRD's one version, v1alpha1.
@@ -174,6 +199,8 @@ func loadCRDSchema(t *testing.T, path string) schema {
 type crdChecker struct {
 	t      *testing.T
 	tables map[string]map[string]docRow
+	// arrays are the element sections of named array types, by section.
+	arrays map[string]string
 	seen   map[string]bool
 }
 
@@ -182,6 +209,10 @@ type crdChecker struct {
 func (c *crdChecker) walk(section, path string, s schema) {
 	if len(s.Properties) == 0 {
 		return // a string enum or other scalar: its section has no field table
+	}
+	if elem, ok := c.arrays[section]; ok {
+		c.seen[section] = true
+		section = elem
 	}
 	rows, ok := c.tables[section]
 	if !ok {
