@@ -29,7 +29,7 @@ type OverrideReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitoverrides,verbs=get;list;watch
-// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitoverrides/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policy.ratelimit.dev,resources=ratelimitoverrides/status,verbs=patch
 
 // Reconcile sets the override's Ready condition from its verdict, once the verdict is of its
 // current generation (a newer one waits for the namespace's next sync, which tells).

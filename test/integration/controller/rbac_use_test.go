@@ -45,6 +45,11 @@ var rbacUsed = map[string][]string{
 	"policy.ratelimit.dev/ratelimitpolicies": {"get", "list", "update", "watch"},
 	// patchStatus: Status().Patch. Nothing gets or updates the status subresource.
 	"policy.ratelimit.dev/ratelimitpolicies/status": {"patch"},
+	// OverrideReconciler: Get in Reconcile, the cache's List+Watch (For, List in overridesIn;
+	// SnapshotReconciler's Watches and List in sync). Nothing writes an override.
+	"policy.ratelimit.dev/ratelimitoverrides": {"get", "list", "watch"},
+	// OverrideReconciler.Reconcile: Status().Patch, and nothing else of the status.
+	"policy.ratelimit.dev/ratelimitoverrides/status": {"patch"},
 	// Per-namespace Redis users (--redis-tenant-users), tenancy.Reconciler: Create of a
 	// namespace's credentials Secret in create. The API server authorizes a create before
 	// the object (and its name) exists, so this one verb cannot be limited to the name.
