@@ -96,15 +96,22 @@ func checkSpec(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	return append(errs, checkMilliseconds(s)...)
 }
 
+// wholeMs refuses a duration at path that is not a whole number of milliseconds, nil else.
+func wholeMs(path *field.Path, d time.Duration) *field.Error {
+	if d%time.Millisecond == 0 {
+		return nil
+	}
+	return field.Invalid(path, d.String(), d.String()+" is not a whole number of milliseconds, the finest unit the sidecars run")
+}
+
 // checkMilliseconds requires every duration to be a whole number of milliseconds: the
 // snapshot carries milliseconds, so a finer duration would reach the sidecars truncated
 // (10 per 1.9ms would run as 10 per 1ms, 90% more).
 func checkMilliseconds(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	var errs field.ErrorList
 	check := func(path *field.Path, d time.Duration) {
-		if d%time.Millisecond != 0 {
-			errs = append(errs, field.Invalid(path, d.String(),
-				d.String()+" is not a whole number of milliseconds, the finest unit the sidecars run"))
+		if err := wholeMs(path, d); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for i, l := range s.Limits {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -35,9 +34,8 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 	if len(o.Spec.Limits) > 0 {
 		out.Limits = wireLimits(o.Spec.Limits)
 		for i, l := range o.Spec.Limits {
-			if d := l.Period.Duration; d%time.Millisecond != 0 {
-				errs = append(errs, field.Invalid(spec.Child("limits").Index(i).Child("period"), d.String(),
-					d.String()+" is not a whole number of milliseconds, the finest unit the sidecars run"))
+			if err := wholeMs(spec.Child("limits").Index(i).Child("period"), l.Period.Duration); err != nil {
+				errs = append(errs, err)
 			}
 			if l.Burst != nil && e.Algorithm != string(limiter.TokenBucket) && e.Algorithm != string(limiter.GCRA) {
 				errs = append(errs, field.Invalid(spec.Child("limits").Index(i).Child("burst"), *l.Burst,

@@ -27,8 +27,15 @@ type Override struct {
 // (an API key, a token's claim); an operator who suspects one hashes it to compare
 // (printf %s "$identity" | sha256sum | cut -c1-16).
 func IdentityHash(identity string) string {
+	sum := IdentitySum(identity)
+	return hex.EncodeToString(sum[:])
+}
+
+// IdentitySum is IdentityHash before hex encoding: the first 8 bytes of the SHA-256, what a
+// sidecar compares per request without building a string.
+func IdentitySum(identity string) [8]byte {
 	sum := sha256.Sum256([]byte(identity))
-	return hex.EncodeToString(sum[:8])
+	return [8]byte(sum[:8])
 }
 
 // Sourced is the identity of value v read from source i of id.Sources (see the function

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -22,8 +23,8 @@ const OverridePrefix = "override/"
 
 // overrides are a rule's compiled overrides.
 type overrides struct {
-	// byCaller is the override of each caller, by identity hash.
-	byCaller map[string]override
+	// byCaller is the override of each caller, by snapshot.IdentitySum.
+	byCaller map[[8]byte]override
 	// tiers are the tiers of the overrides with limits of their own, in snapshot order.
 	tiers []*Tier
 }
@@ -46,7 +47,7 @@ func compileOverrides(namespace string, functions bool, p snapshot.Entry, tiers 
 	for _, o := range p.Overrides {
 		n += len(o.Callers)
 	}
-	out := overrides{byCaller: make(map[string]override, n)}
+	out := overrides{byCaller: make(map[[8]byte]override, n)}
 	for _, o := range p.Overrides {
 		t, own, err := c.tier(o)
 		if err != nil {
@@ -56,8 +57,15 @@ func compileOverrides(namespace string, functions bool, p snapshot.Entry, tiers 
 			out.tiers = append(out.tiers, t)
 		}
 		for _, h := range o.Callers {
-			if _, taken := out.byCaller[h]; !taken {
-				out.byCaller[h] = override{tier: t, expiresMs: o.ExpiresMs}
+			var sum [8]byte
+			if len(h) != hex.EncodedLen(len(sum)) {
+				continue // not a hash the controller writes: no identity has it
+			}
+			if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
+				continue
+			}
+			if _, taken := out.byCaller[sum]; !taken {
+				out.byCaller[sum] = override{tier: t, expiresMs: o.ExpiresMs}
 			}
 		}
 	}
@@ -97,7 +105,7 @@ func (c *overrideCompiler) tier(o snapshot.Override) (t *Tier, own bool, err err
 
 // overridden is the tier an override gives the caller identity at now, if any.
 func (r *Rule) overridden(identity string, now time.Time) (*Tier, bool) {
-	o, ok := r.overrides.byCaller[snapshot.IdentityHash(identity)]
+	o, ok := r.overrides.byCaller[snapshot.IdentitySum(identity)]
 	if !ok || (o.expiresMs != 0 && now.UnixMilli() >= o.expiresMs) {
 		return nil, false
 	}

@@ -33,14 +33,7 @@ func TestEnvoyTiers(t *testing.T) {
 			kv = append(kv, "plan", tc.plan)
 		}
 		req := envoyReq(0, envoyDesc(kv...))
-		admitted := 0
-		var last *rlsv3.RateLimitResponse
-		for range tc.want + 3 {
-			last = h.envoyCall(t, req)
-			if last.GetOverallCode() == codeOK {
-				admitted++
-			}
-		}
+		admitted, last := h.envoyCalls(t, req, tc.want+3)
 		if admitted != tc.want {
 			t.Errorf("%s: %d admitted, want %d", tc.user, admitted, tc.want)
 		}
@@ -70,17 +63,24 @@ func TestEnvoyOverrides(t *testing.T) {
 		want int
 	}{{"vip", 5}, {"someone", 2}} {
 		req := envoyReq(0, envoyDesc("route", "/api", "user", tc.user))
-		admitted := 0
-		var last *rlsv3.RateLimitResponse
-		for range tc.want + 3 {
-			last = h.envoyCall(t, req)
-			if last.GetOverallCode() == codeOK {
-				admitted++
-			}
-		}
+		admitted, last := h.envoyCalls(t, req, tc.want+3)
 		if admitted != tc.want {
 			t.Errorf("%s: %d admitted, want %d", tc.user, admitted, tc.want)
 		}
 		envoyWantLimit(t, tc.user, last.GetStatuses()[0], "api/per-period", uint32(tc.want), rlsv3.RateLimitResponse_RateLimit_MINUTE)
 	}
+}
+
+// envoyCalls sends req n times and returns how many were admitted and the last response.
+func (h *envoyHarness) envoyCalls(t *testing.T, req *rlsv3.RateLimitRequest, n int) (int, *rlsv3.RateLimitResponse) {
+	t.Helper()
+	admitted := 0
+	var last *rlsv3.RateLimitResponse
+	for range n {
+		last = h.envoyCall(t, req)
+		if last.GetOverallCode() == codeOK {
+			admitted++
+		}
+	}
+	return admitted, last
 }
