@@ -35,9 +35,10 @@ func startRig(t *testing.T, withRedisFlag bool) *rig {
 		_, _ = io.WriteString(w, "upstream "+req.URL.Path)
 	}))
 	t.Cleanup(upstream.Close)
-	r.proxy, r.check, r.metrics = wait.FreeAddr(t), wait.FreeAddr(t), wait.FreeAddr(t)
+	addrs := wait.FreeAddrs(t, 4)
+	r.proxy, r.check, r.metrics = addrs[0], addrs[1], addrs[2]
 	args := []string{"--namespace", namespace, "--snapshot-file", r.vol.path(), "--upstream", upstream.URL,
-		"--proxy-bind-address", r.proxy, "--http-bind-address", r.check, "--grpc-bind-address", wait.FreeAddr(t),
+		"--proxy-bind-address", r.proxy, "--http-bind-address", r.check, "--grpc-bind-address", addrs[3],
 		"--metrics-bind-address", r.metrics, "--drain-delay", "0s", "--shutdown-grace", "5s", "--redis-timeout", "2s"}
 	if withRedisFlag {
 		args = append(args, "--redis-addrs", r.redis.Addr())

@@ -122,6 +122,23 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 }
 
+// FreeAddrs returns n distinct loopback addresses whose ports were free a moment ago: the
+// listeners are held open until all n are chosen, so two of them cannot be the same port
+// handed out twice (as n calls of FreeAddr can).
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find a free port: %v", err)
+		}
+		defer func() { _ = l.Close() }()
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
 // ErrExited is how a process that has exited is reported to HTTPStatus (see Exit).
 var ErrExited = errors.New("exited")
 
