@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
@@ -33,6 +34,10 @@ type Limit struct {
 	Period time.Duration
 	// Burst is the capacity (TokenBucket) or burst tolerance (GCRA); 0 means Requests.
 	Burst int64
+	// Calendar, for FixedWindow only, makes the windows calendar days, weeks or months in a
+	// time zone instead of multiples of Period from the Unix epoch; Period is then ignored
+	// (NewPolicy sets it to the unit's nominal length).
+	Calendar *calendar.Calendar
 }
 
 // LocalCapConfig is the in-process fallback limit per identity.
