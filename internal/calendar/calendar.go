@@ -2,6 +2,7 @@ package calendar
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -50,12 +51,19 @@ func (u Unit) Check() error {
 	return fmt.Errorf("unknown calendar unit %q: use Day, Week or Month", string(u))
 }
 
-// LoadZone loads an IANA time zone by name ("UTC" when empty). "Local" is refused: the
-// sidecar's and the manager's machine zones may differ, and a window must be the same
-// everywhere.
+// zones caches loaded time zones by name: time.LoadLocation reads and parses the zone's
+// file on every call, too slow for a header written on every request.
+var zones sync.Map // name -> *time.Location
+
+// LoadZone loads an IANA time zone by name ("UTC" when empty), once per process. "Local" is
+// refused: the sidecar's and the manager's machine zones may differ, and a window must be
+// the same everywhere.
 func LoadZone(zone string) (*time.Location, error) {
 	if zone == "" {
 		zone = "UTC"
+	}
+	if loc, ok := zones.Load(zone); ok {
+		return loc.(*time.Location), nil
 	}
 	if zone == "Local" {
 		return nil, fmt.Errorf("time zone %q names the machine's zone, which differs between machines: name an IANA zone such as Europe/Berlin", zone)
@@ -64,6 +72,7 @@ func LoadZone(zone string) (*time.Location, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unknown time zone %q (an IANA name such as Europe/Berlin or America/New_York): %w", zone, err)
 	}
+	zones.Store(zone, loc)
 	return loc, nil
 }
 

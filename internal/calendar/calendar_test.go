@@ -1,6 +1,7 @@
 package calendar
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -83,25 +84,34 @@ func TestWindowsTileTime(t *testing.T) {
 			c := Calendar{Unit: u, Location: loc}
 			for range 2000 {
 				at := time.Unix(from+rng.Int64N(5*365*86400), rng.Int64N(1e9))
-				start, end := c.Window(at)
-				if at.Before(start) || !at.Before(end) {
-					t.Fatalf("%s %s: %s not in [%s, %s)", z, u, at.In(loc), start.In(loc), end.In(loc))
-				}
-				if ns, _ := c.Window(end); !ns.Equal(end) {
-					t.Fatalf("%s %s: next window starts %s, not at the end %s", z, u, ns.In(loc), end.In(loc))
-				}
-				if y, m, d := start.Add(-time.Second).In(loc).Date(); y == start.In(loc).Year() && m == start.In(loc).Month() && d == start.In(loc).Day() {
-					t.Fatalf("%s %s: %s is not the first instant of its day", z, u, start.In(loc))
-				}
-				if l := start.In(loc); (u == Month && l.Day() != 1) || (u == Week && l.Weekday() != time.Monday) {
-					t.Fatalf("%s %s: window starts %s", z, u, l)
-				}
-				if n := end.Sub(start); n < bounds[u][0] || n > bounds[u][1] {
-					t.Fatalf("%s %s: window [%s, %s) lasts %s", z, u, start.In(loc), end.In(loc), n)
+				if err := checkWindow(c, at, bounds[u]); err != nil {
+					t.Fatalf("%s %s: %v", z, u, err)
 				}
 			}
 		}
 	}
+}
+
+// checkWindow is what TestWindowsTileTime asserts of the window holding at.
+func checkWindow(c Calendar, at time.Time, length [2]time.Duration) error {
+	loc := c.Location
+	start, end := c.Window(at)
+	if at.Before(start) || !at.Before(end) {
+		return fmt.Errorf("%s not in [%s, %s)", at.In(loc), start.In(loc), end.In(loc))
+	}
+	if ns, _ := c.Window(end); !ns.Equal(end) {
+		return fmt.Errorf("next window starts %s, not at the end %s", ns.In(loc), end.In(loc))
+	}
+	if y, m, d := start.Add(-time.Second).In(loc).Date(); y == start.In(loc).Year() && m == start.In(loc).Month() && d == start.In(loc).Day() {
+		return fmt.Errorf("%s is not the first instant of its day", start.In(loc))
+	}
+	if l := start.In(loc); (c.Unit == Month && l.Day() != 1) || (c.Unit == Week && l.Weekday() != time.Monday) {
+		return fmt.Errorf("window starts %s", l)
+	}
+	if n := end.Sub(start); n < length[0] || n > length[1] {
+		return fmt.Errorf("window [%s, %s) lasts %s", start.In(loc), end.In(loc), n)
+	}
+	return nil
 }
 
 func TestNewRefusesBadInput(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -92,6 +93,10 @@ type Limiter struct {
 	// socketDeadlines is true when the client cuts socket reads at the context deadline
 	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
 	socketDeadlines bool
+	// clockOffset is how far (ns) the Redis server clock runs ahead of opts.Now, as the last
+	// stale-window reply said (see serverNow): the windows of calendar limits are computed
+	// on the server's time.
+	clockOffset atomic.Int64
 }
 
 // ErrCircuitOpen is the error of decisions made while the circuit breaker is open.
@@ -175,7 +180,7 @@ func (l *Limiter) checkOne(ctx context.Context, p *Policy, r Request) Decision {
 		l.reloadSlots(ctx) // the shard may have failed over since its breaker opened
 		return l.fallback(p, r, ErrCircuitOpen, b)
 	}
-	v, err := l.eval(ctx, p, keys, r)
+	v, err := l.evalAt(ctx, p, keys, r)
 	if err != nil {
 		l.failed(ctx, b, err)
 		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err), b)
@@ -216,11 +221,27 @@ func (l *Limiter) failed(ctx context.Context, b *breaker, err error) {
 	}
 }
 
+// evalAt sends the script call with the calendar windows (if any) of the server's time as
+// the limiter knows it. When the script answers that the server clock is outside one (a
+// window just ended, or the sidecar's clock is off), it asks again with the windows of the
+// time the server gave, at most twice: nothing was read or written.
+func (l *Limiter) evalAt(ctx context.Context, p *Policy, keys []string, r Request) (any, error) {
+	v, err := l.eval(ctx, p, keys, p.ArgsAt(r, l.serverNow()))
+	for again := 0; err == nil && again < 2 && p.calendars != nil; again++ {
+		at, stale := staleWindow(v)
+		if !stale {
+			break
+		}
+		l.learnClock(at)
+		v, err = l.eval(ctx, p, keys, p.ArgsAt(r, at))
+	}
+	return v, err
+}
+
 // eval sends the script call, through the batcher when pipelining is on. Timeout is enforced
 // on the socket when the client honours context deadlines (ContextTimeoutEnabled, as
 // redisconn builds it); otherwise a timer of our own bounds the wait.
-func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, r Request) (any, error) {
-	args := p.Args(r)
+func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, args []any) (any, error) {
 	if l.batch == nil && l.socketDeadlines {
 		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()

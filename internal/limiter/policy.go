@@ -128,6 +128,9 @@ type Policy struct {
 	local      *localCap
 	// horizon is Horizon of the policy: no reply of its scripts reaches further.
 	horizon time.Duration
+	// calendars are the policy's calendar limits, whose windows each call computes; nil
+	// when it has none.
+	calendars *calendarLimits
 }
 
 // policySerial numbers policies as they are built.
@@ -142,11 +145,13 @@ func NewPolicy(c Spec) (*Policy, error) {
 	if err != nil {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
+	c.Limits = withCalendarPeriods(c.Limits)
 	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], serial: policySerial.Add(1)}
 	if c.Functions {
 		p.script, p.leaseScript = s.asFunction(), p.leaseScript.asFunction()
 	}
 	errs := checkLimits(c.Algorithm, c.Limits)
+	errs = append(errs, checkCalendars(c)...)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
 			c.TTL, c.Algorithm, h, h)
@@ -171,6 +176,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	p.limitArg = limitArgs(c.Algorithm, c.Limits, c.KeepUsage)
 	p.commonArgs = p.buildArgs(1, "")
 	p.horizon = Horizon(c.Algorithm, c.Limits)
+	p.calendars = newCalendarLimits(c.Limits)
 	return p, nil
 }
 
@@ -306,6 +312,9 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 	var h time.Duration
 	for _, l := range ls {
 		var need time.Duration
+		if l.Calendar != nil {
+			continue
+		}
 		switch a {
 		case SlidingWindow:
 			need = 2 * l.Period
@@ -369,13 +378,28 @@ func (p *Policy) Keys(identity, requestID string) []string {
 	return keys
 }
 
-// Args returns ARGV for one check of r, in the order the script reads it: cost, TTL, the
+// Args is ArgsAt(r, time.Now()).
+func (p *Policy) Args(r Request) []any {
+	return p.ArgsAt(r, time.Now())
+}
+
+// ArgsAt returns ARGV for one check of r at server time at (which picks the windows of
+// calendar limits), in the order the script reads it: cost, TTL, the
 // idempotency TTL ("0" unless r is idempotent: it has a request id and the policy has
 // idempotency), for an idempotent check the request's fingerprint and the replay bound, then
 // the limits. The slice is shared for the common case (cost 1, not idempotent): do not
 // modify it.
-func (p *Policy) Args(r Request) []any {
+func (p *Policy) ArgsAt(r Request, at time.Time) []any {
 	cost := max(r.Cost, 1)
+	if p.calendars != nil {
+		fp := ""
+		if p.idempotent(r) {
+			fp = p.fingerprint(r, cost)
+		}
+		args := p.buildArgs(cost, fp)
+		p.calendars.fill(args[len(args)-len(p.limitArg):], at)
+		return args
+	}
 	if !p.idempotent(r) {
 		if cost == 1 {
 			return p.commonArgs

@@ -26,22 +26,24 @@ if (#ARGV == 5 or keeps and #ARGV == 6 and ARGV[6] == 'keep') and ARGV[3] == '0'
   -- refusal (NOPERM, ...) into fresh state and admit.
   local v = redis.call('MGET', KEYS[1])[1]
   local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
-  local a, b = ARGV[4] + 0, ARGV[5] + 0
+  local a, b = ARGV[4] + 0, tonumber(ARGV[5]) or ARGV[5]
   -- The body decides: new is the state to write when it admits (nil denies), r what remains,
   -- rs the reset in whole ms, and, when it denies, retry the wait in whole ms (-1: never) and
   -- moved, a state to write all the same (a keep-usage value read at another T, rescaled
   -- and not capped).
   local new, r, retry, rs, moved
+  -- px: the keys' PX, ARGV[2] unless a calendar window raises it.
+  local px = ARGV[2]
   -- @single
   if new then
-    redis.call('SET', KEYS[1], new, 'PX', ARGV[2])
+    redis.call('SET', KEYS[1], new, 'PX', px)
     if r < 1048576 and rs < 134217728 then
       return 5 + 64 * r + 67108864 * rs
     end
     return {5 + 64 * r, 0, rs}
   end
   if moved then
-    redis.call('SET', KEYS[1], moved, 'PX', ARGV[2])
+    redis.call('SET', KEYS[1], moved, 'PX', px)
   end
   return {4 + 64 * r, retry, rs}
 end
@@ -92,12 +94,14 @@ local t = redis.call('TIME')
 -- Arithmetic coerces the numeric strings itself, a function call cheaper than tonumber.
 local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
+-- px: the keys' PX, ARGV[2] unless a calendar window raises it.
+local px = ARGV[2]
 local rem, rst = -1, 0
 -- moves: the keep-usage values the bodies read at another T and rescaled to this one without
 -- capping (index -> value), written even when the call denies; nil when none.
 local moves
 for i = 1, n do
-  local a, b = ARGV[off + 2 + 2 * i] + 0, ARGV[off + 3 + 2 * i] + 0
+  local a, b = ARGV[off + 2 + 2 * i] + 0, tonumber(ARGV[off + 3 + 2 * i]) or ARGV[off + 3 + 2 * i]
   -- The body sets these; on admission it also puts the new state into vals (and false for a
   -- key it leaves alone).
   local ok, r, retry, reset
@@ -126,7 +130,7 @@ if not allowed then
   end
   if moves then
     for k, m in pairs(moves) do
-      redis.call('SET', KEYS[k], m, 'PX', ARGV[2])
+      redis.call('SET', KEYS[k], m, 'PX', px)
     end
   end
   return {code, worst, rst}
@@ -134,7 +138,7 @@ end
 -- All limits admit: write every new state (all-or-nothing).
 for k = 1, nstate do
   if vals[k] then
-    redis.call('SET', KEYS[k], vals[k], 'PX', ARGV[2])
+    redis.call('SET', KEYS[k], vals[k], 'PX', px)
   end
 end
 code = code + 1

@@ -67,6 +67,9 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + (ARGV[4] == '-1' and 1 or 2) or
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
+-- px: a check body would raise it for a calendar window; a lease takes none (the Go side
+-- refuses leases for calendar limits, and a window is not a number for ARGV + 0 above).
+local px = ARGV[2]
 -- MGET reads a key of another type as nil (fresh state, no record) instead of failing.
 local vals = redis.call('MGET', unpack(KEYS))
 

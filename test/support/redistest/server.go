@@ -43,6 +43,7 @@ type config struct {
 	args     []string
 	password string
 	cluster  bool
+	env      []string // added to the process environment
 }
 
 // WithArgs appends extra redis-server command-line arguments, for example
@@ -321,6 +322,9 @@ func (s *Server) launchAndWait() error {
 func (s *Server) launch() (*process, error) {
 	p := &process{cmd: exec.Command(s.bin, s.args()...), done: make(chan struct{})}
 	p.cmd.Dir = s.dir
+	if len(s.cfg.env) > 0 {
+		p.cmd.Env = append(os.Environ(), s.cfg.env...)
+	}
 	p.cmd.Stdout = &p.output
 	p.cmd.Stderr = &p.output
 	if err := p.cmd.Start(); err != nil {

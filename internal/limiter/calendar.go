@@ -1,0 +1,133 @@
+package limiter
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
+)
+
+// calendarLimits are the calendar limits of a FixedWindow policy: where their windows go in
+// ARGV, and the window each last used (a window is computed once, and reused while the
+// clock is in it).
+type calendarLimits struct {
+	limits []calendarLimit
+}
+
+// calendarLimit is one calendar limit: its argument's index in limitArg, and its window.
+type calendarLimit struct {
+	arg int
+	cal calendar.Calendar
+	cur atomic.Pointer[calendarWindow]
+}
+
+// calendarWindow is one window of a calendar limit, as the script takes it.
+type calendarWindow struct {
+	start, end time.Time
+	arg        string // "start:end" in µs
+}
+
+// newCalendarLimits collects the calendar limits of ls; nil when there are none.
+func newCalendarLimits(ls []Limit) *calendarLimits {
+	var c calendarLimits
+	for i, l := range ls {
+		if l.Calendar != nil {
+			c.limits = append(c.limits, calendarLimit{arg: 2*i + 1, cal: *l.Calendar})
+		}
+	}
+	if len(c.limits) == 0 {
+		return nil
+	}
+	return &c
+}
+
+// window is the window of c holding at.
+func (c *calendarLimit) window(at time.Time) *calendarWindow {
+	if w := c.cur.Load(); w != nil && !at.Before(w.start) && at.Before(w.end) {
+		return w
+	}
+	start, end := c.cal.Window(at)
+	w := &calendarWindow{start: start, end: end,
+		arg: strconv.FormatInt(start.UnixMicro(), 10) + ":" + strconv.FormatInt(end.UnixMicro(), 10)}
+	c.cur.Store(w)
+	return w
+}
+
+// fill puts the calendar windows holding at into limits (a copy of the policy's limitArg).
+// The script keeps each key until an hour past its window's end, whatever the TTL.
+func (c *calendarLimits) fill(limits []any, at time.Time) {
+	for i := range c.limits {
+		limits[c.limits[i].arg] = c.limits[i].window(at).arg
+	}
+}
+
+// staleWindow reports the server time of a reply that says the server clock is outside a
+// calendar window of the call ({-1, now_us}).
+func staleWindow(v any) (time.Time, bool) {
+	r, ok := v.([]any)
+	if !ok || len(r) != 2 {
+		return time.Time{}, false
+	}
+	code, ok1 := r[0].(int64)
+	now, ok2 := r[1].(int64)
+	if !ok1 || !ok2 || code != -1 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(now), true
+}
+
+// serverNow is the limiter's estimate of the Redis server clock: its own clock, corrected
+// by what the last stale-window reply said.
+func (l *Limiter) serverNow() time.Time {
+	return l.opts.Now().Add(time.Duration(l.clockOffset.Load()))
+}
+
+// learnClock records the server time a stale-window reply gave.
+func (l *Limiter) learnClock(server time.Time) {
+	l.clockOffset.Store(int64(server.Sub(l.opts.Now())))
+}
+
+// withCalendarPeriods is ls with the Period of each calendar limit set to its unit's
+// nominal length (a copy when any changes): what reports and checks that know only periods
+// read.
+func withCalendarPeriods(ls []Limit) []Limit {
+	var out []Limit
+	for i, l := range ls {
+		if l.Calendar == nil || l.Period == l.Calendar.Unit.Nominal() {
+			continue
+		}
+		if out == nil {
+			out = append([]Limit(nil), ls...)
+		}
+		out[i].Period = l.Calendar.Unit.Nominal()
+	}
+	if out == nil {
+		return ls
+	}
+	return out
+}
+
+// checkCalendars refuses calendar limits where they cannot be run: with an algorithm other
+// than FixedWindow, without a time zone, or with leases.
+func checkCalendars(c Spec) FieldErrors {
+	var errs FieldErrors
+	for i, l := range c.Limits {
+		if l.Calendar == nil {
+			continue
+		}
+		field := fmt.Sprintf("limits[%d].calendar", i)
+		switch {
+		case c.Algorithm != FixedWindow:
+			errs.add(field, "calendar windows are for FixedWindow, not %s", c.Algorithm)
+		case l.Calendar.Unit.Check() != nil:
+			errs.add(field+".unit", "%v", l.Calendar.Unit.Check())
+		case l.Calendar.Location == nil:
+			errs.add(field+".timeZone", "no time zone (unknown to this binary's time zone database?)")
+		case c.Leases:
+			errs.add(field, "calendar limits cannot be served from leases yet: turn leases off")
+		}
+	}
+	return errs
+}
