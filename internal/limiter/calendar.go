@@ -14,6 +14,15 @@ import (
 // clock is in it).
 type calendarLimits struct {
 	limits []calendarLimit
+	// common is ARGV of the common check (cost 1, no request id) for the windows last
+	// used, shared read-only by every such call while the clock is in all of them.
+	common atomic.Pointer[calendarArgs]
+}
+
+// calendarArgs is ARGV valid for server times in [from, until).
+type calendarArgs struct {
+	from, until time.Time
+	args        []any
 }
 
 // calendarLimit is one calendar limit: its argument's index in limitArg, and its window.
@@ -53,6 +62,26 @@ func (c *calendarLimit) window(at time.Time) *calendarWindow {
 		arg: strconv.FormatInt(start.UnixMicro(), 10) + ":" + strconv.FormatInt(end.UnixMicro(), 10)}
 	c.cur.Store(w)
 	return w
+}
+
+// commonArgs is the common check's ARGV at server time at: the cached one while at is in
+// its windows, else a new one from build (which fills the windows holding at).
+func (c *calendarLimits) commonArgs(at time.Time, build func() []any) []any {
+	if a := c.common.Load(); a != nil && !at.Before(a.from) && at.Before(a.until) {
+		return a.args
+	}
+	a := &calendarArgs{args: build()}
+	for i := range c.limits {
+		w := c.limits[i].window(at)
+		if a.from.IsZero() || w.start.After(a.from) {
+			a.from = w.start
+		}
+		if a.until.IsZero() || w.end.Before(a.until) {
+			a.until = w.end
+		}
+	}
+	c.common.Store(a)
+	return a.args
 }
 
 // fill puts the calendar windows holding at into limits (a copy of the policy's limitArg).

@@ -392,13 +392,7 @@ func (p *Policy) Args(r Request) []any {
 func (p *Policy) ArgsAt(r Request, at time.Time) []any {
 	cost := max(r.Cost, 1)
 	if p.calendars != nil {
-		fp := ""
-		if p.idempotent(r) {
-			fp = p.fingerprint(r, cost)
-		}
-		args := p.buildArgs(cost, fp)
-		p.calendars.fill(args[len(args)-len(p.limitArg):], at)
-		return args
+		return p.calendarArgs(r, cost, at)
 	}
 	if !p.idempotent(r) {
 		if cost == 1 {
@@ -407,6 +401,23 @@ func (p *Policy) ArgsAt(r Request, at time.Time) []any {
 		return p.buildArgs(cost, "")
 	}
 	return p.buildArgs(cost, p.fingerprint(r, cost))
+}
+
+// calendarArgs is ArgsAt for a policy with calendar limits: the windows holding at fill
+// the limits' places. The common check's ARGV is shared while the windows last.
+func (p *Policy) calendarArgs(r Request, cost int64, at time.Time) []any {
+	build := func(fp string) []any {
+		args := p.buildArgs(cost, fp)
+		p.calendars.fill(args[len(args)-len(p.limitArg):], at)
+		return args
+	}
+	if p.idempotent(r) {
+		return build(p.fingerprint(r, cost))
+	}
+	if cost == 1 {
+		return p.calendars.commonArgs(at, func() []any { return build("") })
+	}
+	return build("")
 }
 
 // idempotent reports whether a check of r uses the policy's idempotency key.
