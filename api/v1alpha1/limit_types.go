@@ -21,10 +21,12 @@ const (
 	AlgorithmGCRA Algorithm = "GCRA"
 )
 
-// Limit is one rate: requests per period, with an optional burst.
+// Limit is one rate: requests per period, or per calendar day, week or month, with an
+// optional burst.
 //
-// +kubebuilder:validation:XValidation:rule="duration(self.period) >= duration('1ms')",message="period must be at least 1ms",fieldPath=".period"
-// +kubebuilder:validation:XValidation:rule="duration(self.period) <= duration('8760h')",message="period must be at most 8760h (one year)",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="set exactly one of period and calendar: a limit counts per period or per calendar window"
+// +kubebuilder:validation:XValidation:rule="!has(self.period) || duration(self.period) >= duration('1ms')",message="period must be at least 1ms",fieldPath=".period"
+// +kubebuilder:validation:XValidation:rule="!has(self.period) || duration(self.period) <= duration('8760h')",message="period must be at most 8760h (one year)",fieldPath=".period"
 type Limit struct {
 	// name identifies the limit in replies, headers and metrics, for example "per-second".
 	// Unique within the policy.
@@ -34,19 +36,27 @@ type Limit struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// requests is how many requests (of cost 1) are allowed per period.
+	// requests is how many requests (of cost 1) are allowed per period, or per calendar
+	// window.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000000
 	Requests int64 `json:"requests"`
 
 	// period is the length of the window, or the time in which a drained bucket refills, as a
-	// duration such as "1s", "1m", "1h" or "500ms".
-	// +required
+	// duration such as "1s", "1m", "1h" or "500ms". Set exactly one of period and calendar.
+	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
-	Period metav1.Duration `json:"period"`
+	Period metav1.Duration `json:"period,omitzero"`
+
+	// calendar counts requests per calendar day, week or month in a time zone instead of per
+	// period: "3 per calendar month in Europe/Berlin" starts afresh at local midnight on the
+	// 1st, whatever the month's length or its DST changes. Only for the FixedWindow
+	// algorithm, and not yet with hotKeys.leases On. Set exactly one of period and calendar.
+	// +optional
+	Calendar *CalendarPeriod `json:"calendar,omitempty"`
 
 	// burst is the most requests admitted at once after an idle spell, for TokenBucket (the
 	// bucket capacity) and GCRA (the burst tolerance). Defaults to requests. Not allowed for
@@ -55,6 +65,38 @@ type Limit struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000000
 	Burst *int64 `json:"burst,omitempty"`
+}
+
+// CalendarUnit is the length of a calendar window.
+// +kubebuilder:validation:Enum=Day;Week;Month
+type CalendarUnit string
+
+const (
+	// CalendarDay runs from local midnight to the next local midnight (23, 24 or 25 hours
+	// where the zone changes to or from DST).
+	CalendarDay CalendarUnit = "Day"
+	// CalendarWeek runs from local midnight on Monday to the next Monday's (ISO 8601 weeks).
+	CalendarWeek CalendarUnit = "Week"
+	// CalendarMonth runs from local midnight on the 1st to the next month's 1st.
+	CalendarMonth CalendarUnit = "Month"
+)
+
+// CalendarPeriod is a calendar window: a day, week or month bounded by the local midnights
+// of an IANA time zone.
+type CalendarPeriod struct {
+	// unit is the window: Day, Week (Monday to Monday) or Month (the 1st to the 1st).
+	// +required
+	Unit CalendarUnit `json:"unit"`
+
+	// timeZone is the IANA time zone whose midnights bound the windows, for example
+	// "Europe/Berlin" or "America/New_York". Defaults to "UTC". "Local" is refused: the
+	// machines that count may be in different zones.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	TimeZone string `json:"timeZone,omitempty"`
 }
 
 // Cost is the weight a request debits.

@@ -33,8 +33,8 @@ type RateLimitOverrideSpec struct {
 	Tier string `json:"tier,omitempty"`
 
 	// limits are the callers' own limits, as a tier's: a limit named as one of the policy's
-	// shares its counter (and must have its period), so raising a caller keeps what it has
-	// used. Set exactly one of tier and limits.
+	// shares its counter (and must have its period, or its calendar unit and time zone), so
+	// raising a caller keeps what it has used. Set exactly one of tier and limits.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

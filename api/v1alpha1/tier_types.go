@@ -31,7 +31,7 @@ type Tier struct {
 
 	// limits are the tier's limits, in place of spec.limits for the requests it selects.
 	// A limit named as one of spec.limits or of another tier shares its counters and must
-	// have the same period.
+	// have the same period (or the same calendar unit and time zone).
 	// +required
 	// +listType=map
 	// +listMapKey=name
