@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
@@ -55,10 +56,35 @@ type Limit struct {
 	Name string `json:"name"`
 	// Requests per PeriodMs.
 	Requests int64 `json:"requests"`
-	// PeriodMs is the period in milliseconds.
+	// PeriodMs is the period in milliseconds; for a calendar limit, the nominal length of
+	// its unit (24h, 168h or 744h), a bound for readers that do not know Calendar.
 	PeriodMs int64 `json:"periodMs"`
 	// Burst for TokenBucket and GCRA; 0 means Requests.
 	Burst int64 `json:"burst,omitempty"`
+	// Calendar, when set, makes the windows calendar days, weeks or months in a time zone
+	// (FixedWindow only); PeriodMs is then only a bound, never a boundary.
+	Calendar *Calendar `json:"calendar,omitempty"`
+}
+
+// Calendar is the calendar window of a limit.
+type Calendar struct {
+	// Unit is the window: "Day", "Week" (ISO, Monday to Monday) or "Month".
+	Unit string `json:"unit"`
+	// TimeZone is the IANA time zone whose midnights bound the windows, always stated
+	// ("UTC" when the policy left it out).
+	TimeZone string `json:"timeZone"`
+}
+
+// String is c for people: "Month in Europe/Berlin".
+func (c Calendar) String() string { return c.Unit + " in " + c.TimeZone }
+
+// Per is what l counts its requests per, for people: its period ("1m0s"), or its calendar
+// window ("calendar Month in Europe/Berlin").
+func (l Limit) Per() string {
+	if l.Calendar != nil {
+		return "calendar " + l.Calendar.String()
+	}
+	return (time.Duration(l.PeriodMs) * time.Millisecond).String()
 }
 
 // Cost is the request weight.

@@ -113,13 +113,47 @@ const partsDocument = `{
   }]
 }`
 
+// calendarDocument has limits counted per calendar window (a month in Berlin, in a tier and
+// an override too): a feature a sidecar built before it refuses whole (the content hash
+// differs), so it has a golden file of its own and wire-v1.json stays as every older
+// sidecar reads it.
+const calendarDocument = `{
+  "schemaVersion": 1,
+  "namespace": "shop",
+  "redis": {"mode": "standalone", "addrs": ["redis:6379"]},
+  "scripts": [{"name": "fixed_window", "sha": "0123456789abcdef0123456789abcdef01234567"}],
+  "policies": [{
+    "name": "monthly",
+    "match": {"http": [{"pathPrefixes": ["/v1/"]}]},
+    "identity": {"sources": [{"type": "Header", "header": {"name": "X-API-Key"}}]},
+    "algorithm": "FixedWindow",
+    "script": "fixed_window",
+    "sha": "0123456789abcdef0123456789abcdef01234567",
+    "limits": [
+      {"name": "monthly", "requests": 3, "periodMs": 2678400000, "calendar": {"unit": "Month", "timeZone": "Europe/Berlin"}},
+      {"name": "per-second", "requests": 10, "periodMs": 1000}
+    ],
+    "tiers": [
+      {"name": "pro", "when": "headers[\"x-plan\"] == \"pro\"", "limits": [{"name": "daily", "requests": 1000, "periodMs": 86400000, "calendar": {"unit": "Day", "timeZone": "UTC"}}]}
+    ],
+    "overrides": [
+      {"name": "acme", "limits": [{"name": "weekly", "requests": 50, "periodMs": 604800000, "calendar": {"unit": "Week", "timeZone": "America/New_York"}}], "callers": ["0011223344556677"]}
+    ],
+    "cost": {"default": 1},
+    "stateKey": "{rl:shop/monthly:${identity}}:${limit}",
+    "ttlMs": 3600000,
+    "failureMode": "FailOpen"
+  }]
+}`
+
 // TestWireFormatIsStable holds the snapshot's wire format to its golden files: a document
 // setting every field, sealed, must come out byte for byte, and the golden file must parse
 // (its version matches its content) and come out unchanged. A renamed, dropped or retyped
 // field fails it: sidecars of every version read these bytes, so a change to them needs a
 // new schema version, not an edit of a golden file.
 func TestWireFormatIsStable(t *testing.T) {
-	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-plans.json": plansDocument, "wire-parts.json": partsDocument} {
+	for file, doc := range map[string]string{"wire-v1.json": fullDocument, "wire-plans.json": plansDocument, "wire-parts.json": partsDocument,
+		"wire-calendar.json": calendarDocument} {
 		t.Run(file, func(t *testing.T) { checkWire(t, file, doc) })
 	}
 }
@@ -143,5 +177,35 @@ func checkWire(t *testing.T, file, doc string) {
 	}
 	if !bytes.Equal(again, want) {
 		t.Fatalf("the golden document does not come out as it went in:\n got %s\nwant %s", again, want)
+	}
+}
+
+// TestCalendarRoundTrip: a calendar limit's unit and time zone survive sealing and parsing,
+// in spec.limits, tiers and overrides, and a limit without one stays without.
+func TestCalendarRoundTrip(t *testing.T) {
+	var s snapshot.Snapshot
+	if err := json.Unmarshal([]byte(calendarDocument), &s); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := snapshot.Parse(sealed(t, &s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parsed.Policies[0]
+	for _, c := range []struct {
+		got  snapshot.Limit
+		want string
+	}{
+		{p.Limits[0], "calendar Month in Europe/Berlin"},
+		{p.Limits[1], "1s"},
+		{p.Tiers[0].Limits[0], "calendar Day in UTC"},
+		{p.Overrides[0].Limits[0], "calendar Week in America/New_York"},
+	} {
+		if got := c.got.Per(); got != c.want {
+			t.Errorf("limit %s per %q, want %q", c.got.Name, got, c.want)
+		}
+	}
+	if p.Limits[1].Calendar != nil {
+		t.Errorf("a period limit gained a calendar: %+v", p.Limits[1].Calendar)
 	}
 }
