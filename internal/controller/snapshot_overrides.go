@@ -90,7 +90,7 @@ func overrideGives(o snapshot.Override) string {
 	}
 	parts := make([]string, 0, len(o.Limits))
 	for _, l := range o.Limits {
-		parts = append(parts, fmt.Sprintf("%s: %d per %s", l.Name, l.Requests, time.Duration(l.PeriodMs)*time.Millisecond))
+		parts = append(parts, fmt.Sprintf("%s: %d per %s", l.Name, l.Requests, l.Per()))
 	}
 	return "limits " + strings.Join(parts, ", ")
 }

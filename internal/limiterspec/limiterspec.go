@@ -7,6 +7,7 @@ package limiterspec
 import (
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -71,12 +72,30 @@ func CompileLimits(namespace string, e snapshot.Entry, ls []snapshot.Limit, func
 	return limiter.NewPolicy(c)
 }
 
+// limits are ls in the limiter's terms; a calendar limit's Period is its unit's nominal
+// length, whatever the document says.
 func limits(ls []snapshot.Limit) []limiter.Limit {
 	out := make([]limiter.Limit, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst})
+		lim := limiter.Limit{Name: l.Name, Requests: l.Requests, Period: ms(l.PeriodMs), Burst: l.Burst}
+		if l.Calendar != nil {
+			lim.Calendar = calendarOf(*l.Calendar)
+			lim.Period = lim.Calendar.Unit.Nominal()
+		}
+		out = append(out, lim)
 	}
 	return out
+}
+
+// calendarOf is c with its time zone loaded. A unit or zone this build does not know (an
+// older time zone database than the manager's) gives a Calendar without a Location, which
+// the limiter refuses, so the policy is refused rather than run in another zone.
+func calendarOf(c snapshot.Calendar) *calendar.Calendar {
+	cal, err := calendar.New(calendar.Unit(c.Unit), c.TimeZone)
+	if err != nil {
+		return &calendar.Calendar{Unit: calendar.Unit(c.Unit)}
+	}
+	return &cal
 }
 
 // Compile is the limiter's policy of entry e of namespace; functions calls its scripts as

@@ -40,12 +40,13 @@ func (r Rules) CompileAsIs(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.
 }
 
 // compile checks p with the rules the API schema cannot express (TTL, cost, whole
-// milliseconds, key scope) and compiles its snapshot entry with the limiter's own rules.
+// milliseconds, key scope, calendar windows) and compiles its snapshot entry with the limiter's own rules.
 func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	errs := checkSpec(&p.Spec)
 	errs = append(errs, checkIdentity(&p.Spec)...)
 	errs = append(errs, r.checkScope(&p.Spec)...)
 	errs = append(errs, checkShards(&p.Spec)...)
+	errs = append(errs, checkCalendars(&p.Spec)...)
 	entry := Entry(p)
 	c := limiterspec.Of(p.Namespace, entry)
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
@@ -104,6 +105,18 @@ func wholeMs(path *field.Path, d time.Duration) *field.Error {
 	return field.Invalid(path, d.String(), d.String()+" is not a whole number of milliseconds, the finest unit the sidecars run")
 }
 
+// periodMs refuses the period of limit l at path when it is not a whole number of
+// milliseconds; a calendar limit has no period to check.
+func periodMs(path *field.Path, l v1alpha1.Limit) field.ErrorList {
+	if l.Calendar != nil {
+		return nil
+	}
+	if err := wholeMs(path.Child("period"), l.Period.Duration); err != nil {
+		return field.ErrorList{err}
+	}
+	return nil
+}
+
 // checkMilliseconds requires every duration to be a whole number of milliseconds: the
 // snapshot carries milliseconds, so a finer duration would reach the sidecars truncated
 // (10 per 1.9ms would run as 10 per 1ms, 90% more).
@@ -115,11 +128,11 @@ func checkMilliseconds(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 		}
 	}
 	for i, l := range s.Limits {
-		check(specPath.Child("limits").Index(i).Child("period"), l.Period.Duration)
+		errs = append(errs, periodMs(specPath.Child("limits").Index(i), l)...)
 	}
 	for i, t := range s.Tiers {
 		for j, l := range t.Limits {
-			check(specPath.Child("tiers").Index(i).Child("limits").Index(j).Child("period"), l.Period.Duration)
+			errs = append(errs, periodMs(specPath.Child("tiers").Index(i).Child("limits").Index(j), l)...)
 		}
 	}
 	if kl := s.KeyLayout; kl != nil && kl.TTL != nil {

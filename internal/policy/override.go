@@ -16,8 +16,8 @@ import (
 // Override is RateLimitOverride o as the snapshot carries it for the published entry e of
 // its policy, or every reason it does not fit that policy with its field path: a tier the
 // policy does not have, a caller's source the identity does not have, limits the limiter
-// refuses with the policy's TTL, or a limit whose name the policy (or one of its tiers)
-// gives another period. Callers are hashed here (snapshot.IdentityHash of the identity as
+// refuses with the policy's TTL, a calendar limit the policy cannot run, or a limit whose
+// name the policy (or one of its tiers) gives another period or calendar. Callers are hashed here (snapshot.IdentityHash of the identity as
 // the sidecar counts it), so no raw value reaches the snapshot.
 func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride) (snapshot.Override, field.ErrorList) {
 	spec := field.NewPath("spec")
@@ -34,9 +34,8 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 	if len(o.Spec.Limits) > 0 {
 		out.Limits = wireLimits(o.Spec.Limits)
 		for i, l := range o.Spec.Limits {
-			if err := wholeMs(spec.Child("limits").Index(i).Child("period"), l.Period.Duration); err != nil {
-				errs = append(errs, err)
-			}
+			errs = append(errs, periodMs(spec.Child("limits").Index(i), l)...)
+			errs = append(errs, overrideCalendar(spec.Child("limits").Index(i), l, e)...)
 			if l.Burst != nil && e.Algorithm != string(limiter.TokenBucket) && e.Algorithm != string(limiter.GCRA) {
 				errs = append(errs, field.Invalid(spec.Child("limits").Index(i).Child("burst"), *l.Burst,
 					"burst is only allowed when the policy's algorithm is TokenBucket or GCRA; it is "+e.Algorithm))
@@ -59,8 +58,21 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 	return out, nil
 }
 
+// overrideCalendar checks the calendar of the override's limit l at path against the
+// policy's published entry e: its algorithm, and its leases, which the override cannot
+// change, so the limit is the field at fault.
+func overrideCalendar(path *field.Path, l v1alpha1.Limit, e snapshot.Entry) field.ErrorList {
+	errs := checkCalendar(path, l, e.Algorithm)
+	if l.Calendar != nil && e.Leases {
+		errs = append(errs, field.Invalid(path.Child("calendar"), l.Calendar.Unit,
+			"the policy has hotKeys.leases On: leases are not supported with calendar limits yet (give these callers a period)"))
+	}
+	return errs
+}
+
 // checkOverrideLimits checks an override's own limits as a tier's: the limiter's rules with
-// the policy's TTL (the callers' keys live that long), and one period per limit name.
+// the policy's TTL (the callers' keys live that long), and one period (or calendar) per
+// limit name.
 func checkOverrideLimits(spec *field.Path, namespace string, e snapshot.Entry, ls []snapshot.Limit) field.ErrorList {
 	c := limiterspec.OfLimits(namespace, e, ls)
 	var errs field.ErrorList
@@ -77,12 +89,12 @@ func checkOverrideLimits(spec *field.Path, namespace string, e snapshot.Entry, l
 	}
 	seen := map[string]firstPeriod{}
 	for j, l := range e.Limits {
-		seen[l.Name] = firstPeriod{l.PeriodMs, fmt.Sprintf("the policy's spec.limits[%d]", j)}
+		seen[l.Name] = firstPeriod{l, fmt.Sprintf("the policy's spec.limits[%d]", j)}
 	}
 	for i, t := range e.Tiers {
 		for j, l := range t.Limits {
 			if _, ok := seen[l.Name]; !ok {
-				seen[l.Name] = firstPeriod{l.PeriodMs, fmt.Sprintf("the policy's spec.tiers[%d].limits[%d]", i, j)}
+				seen[l.Name] = firstPeriod{l, fmt.Sprintf("the policy's spec.tiers[%d].limits[%d]", i, j)}
 			}
 		}
 	}

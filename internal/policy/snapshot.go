@@ -2,6 +2,7 @@ package policy
 
 import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -63,9 +64,23 @@ func wireLimits(ls []v1alpha1.Limit) []snapshot.Limit {
 		if l.Burst != nil {
 			e.Burst = *l.Burst
 		}
+		if c := l.Calendar; c != nil {
+			e.Calendar = wireCalendar(c)
+			e.PeriodMs = calendar.Unit(c.Unit).Nominal().Milliseconds()
+		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// wireCalendar is c in the wire format, its time zone stated ("UTC" when omitted), so two
+// ways of writing one zone publish the same limit.
+func wireCalendar(c *v1alpha1.CalendarPeriod) *snapshot.Calendar {
+	zone := c.TimeZone
+	if zone == "" {
+		zone = defaultTimeZone
+	}
+	return &snapshot.Calendar{Unit: string(c.Unit), TimeZone: zone}
 }
 
 // hotKeys is the snapshot's view of spec.hotKeys: leases on, and the shard count (0: one

@@ -14,8 +14,8 @@ import (
 
 // checkTiers checks the tiers of entry e of namespace the way each sidecar compiles them:
 // every condition compiles (a bool within condition.MaxCost), every tier's limits pass the
-// limiter's rules with the policy's TTL, and a limit name has one period in every tier,
-// since a name is one counter.
+// limiter's rules with the policy's TTL, and a limit name has one period (or calendar) in
+// every tier, since a name is one counter.
 func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.ErrorList {
 	var errs field.ErrorList
 	if len(e.Tiers) > 0 && e.Shards > 1 {
@@ -24,7 +24,7 @@ func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.Err
 	}
 	seen := map[string]firstPeriod{}
 	for j, l := range e.Limits {
-		seen[l.Name] = firstPeriod{l.PeriodMs, fmt.Sprintf("spec.limits[%d]", j)}
+		seen[l.Name] = firstPeriod{l, fmt.Sprintf("spec.limits[%d]", j)}
 	}
 	for i, t := range e.Tiers {
 		path := specPath.Child("tiers").Index(i)
@@ -41,31 +41,51 @@ func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.Err
 	return errs
 }
 
-// firstPeriod is the period a limit name was first given, and where.
+// firstPeriod is the limit a name was first given, and where.
 type firstPeriod struct {
-	ms    int64
+	limit snapshot.Limit
 	where string
 }
 
 // samePeriods refuses a limit of the tier at path whose name another tier (or spec.limits)
-// gives another period: the windows of two periods are not the same windows, so a caller
-// moved between the tiers would count in the wrong one. seen records each name's first
-// period.
+// gives another period, or another calendar unit or time zone: the windows of two periods
+// are not the same windows, so a caller moved between the tiers would count in the wrong
+// one. seen records each name's first limit.
 func samePeriods(path *field.Path, ls []snapshot.Limit, seen map[string]firstPeriod) field.ErrorList {
 	var errs field.ErrorList
 	for j, l := range ls {
 		first, ok := seen[l.Name]
 		if !ok {
-			seen[l.Name] = firstPeriod{l.PeriodMs, path.Child("limits").Index(j).String()}
+			seen[l.Name] = firstPeriod{l, path.Child("limits").Index(j).String()}
 			continue
 		}
-		if first.ms != l.PeriodMs {
-			errs = append(errs, field.Invalid(path.Child("limits").Index(j).Child("period"), ms(l.PeriodMs).String(), fmt.Sprintf(
-				"limit %q has period %s in %s; a limit name is one counter in every tier, so it needs one period (name this limit otherwise to count it apart)",
-				l.Name, ms(first.ms), first.where)))
+		if sameWindows(first.limit, l) {
+			continue
 		}
+		at := path.Child("limits").Index(j).Child("period")
+		if l.Calendar != nil {
+			at = path.Child("limits").Index(j).Child("calendar")
+		}
+		errs = append(errs, field.Invalid(at, l.Per(), fmt.Sprintf(
+			"limit %q has %s in %s; a limit name is one counter in every tier, so it needs one period (or one calendar unit and time zone; name this limit otherwise to count it apart)",
+			l.Name, windows(first.limit), first.where)))
 	}
 	return errs
 }
 
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+// sameWindows reports whether a and b count in the same windows: the same period, or the
+// same calendar unit in the same time zone.
+func sameWindows(a, b snapshot.Limit) bool {
+	if a.Calendar == nil || b.Calendar == nil {
+		return a.Calendar == nil && b.Calendar == nil && a.PeriodMs == b.PeriodMs
+	}
+	return *a.Calendar == *b.Calendar
+}
+
+// windows names the windows of l for a message: "period 1s", "calendar Month in UTC".
+func windows(l snapshot.Limit) string {
+	if l.Calendar != nil {
+		return l.Per()
+	}
+	return "period " + l.Per()
+}
