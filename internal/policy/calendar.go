@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
@@ -12,28 +14,17 @@ import (
 const defaultTimeZone = "UTC"
 
 // checkCalendars checks the calendar limits of spec.limits and of every tier (see
-// checkCalendar); with hotKeys.leases On, the first calendar limit is refused on
-// spec.hotKeys.leases, the setting that does not support it yet.
+// checkCalendar).
 func checkCalendars(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	var errs field.ErrorList
-	var first *field.Path
-	each := func(path *field.Path, l v1alpha1.Limit) {
-		errs = append(errs, checkCalendar(path, l, string(s.Algorithm))...)
-		if l.Calendar != nil && first == nil {
-			first = path.Child("calendar")
-		}
-	}
+	leases := leasesOn(s.HotKeys)
 	for i, l := range s.Limits {
-		each(specPath.Child("limits").Index(i), l)
+		errs = append(errs, checkCalendar(specPath.Child("limits").Index(i), l, string(s.Algorithm), leases)...)
 	}
 	for i, t := range s.Tiers {
 		for j, l := range t.Limits {
-			each(specPath.Child("tiers").Index(i).Child("limits").Index(j), l)
+			errs = append(errs, checkCalendar(specPath.Child("tiers").Index(i).Child("limits").Index(j), l, string(s.Algorithm), leases)...)
 		}
-	}
-	if first != nil && leasesOn(s.HotKeys) {
-		errs = append(errs, field.Invalid(specPath.Child("hotKeys", "leases"), v1alpha1.LeaseModeOn,
-			"leases are not supported with calendar limits yet ("+first.String()+"): use leases Off, or a period"))
 	}
 	return errs
 }
@@ -42,10 +33,10 @@ func checkCalendars(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 func leasesOn(hk *v1alpha1.HotKeys) bool { return hk != nil && hk.Leases == v1alpha1.LeaseModeOn }
 
 // checkCalendar refuses the calendar of limit l at path that the limiter cannot run under
-// algorithm: a calendar beside a period, under another algorithm than FixedWindow, of an
-// unknown unit, or in a time zone this build does not know (or "Local", which differs
-// between machines). A limit without a calendar passes.
-func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string) field.ErrorList {
+// algorithm (with leases, or not): a calendar beside a period, under another algorithm than
+// FixedWindow, with leases, of an unknown unit, or in a time zone this build does not know
+// (or "Local", which differs between machines). A limit without a calendar passes.
+func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string, leases bool) field.ErrorList {
 	c := l.Calendar
 	if c == nil {
 		return nil
@@ -58,6 +49,10 @@ func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string) field.E
 	if algorithm != string(limiter.FixedWindow) {
 		errs = append(errs, field.Invalid(path, c.Unit, "calendar windows are for FixedWindow: the algorithm is "+algorithm+
 			" (use FixedWindow, or give this limit a period)"))
+	}
+	if leases {
+		errs = append(errs, field.Invalid(path, c.Unit,
+			"leases are not supported with calendar limits yet: set hotKeys.leases Off, or give this limit a period"))
 	}
 	if err := calendar.Unit(c.Unit).Check(); err != nil {
 		errs = append(errs, field.NotSupported(path.Child("unit"), c.Unit, calendarUnits()))
@@ -75,4 +70,32 @@ func calendarUnits() []string {
 		out = append(out, string(u))
 	}
 	return out
+}
+
+// unlessReported is the limiter's errors les without those on a calendar that own, the
+// policy's own calendar errors, already report: the limiter checks calendars too (for the
+// sidecars, in fewer words), and one mistake is reported once.
+func unlessReported(own, les field.ErrorList) field.ErrorList {
+	reported := map[string]bool{}
+	for _, e := range own {
+		reported[calendarField(e.Field)] = true
+	}
+	var out field.ErrorList
+	for _, e := range les {
+		if c := calendarField(e.Field); c == "" || !reported[c] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// calendarField is the calendar field that path is or lies under
+// ("spec.limits[0].calendar" for "spec.limits[0].calendar.timeZone"), "" when none.
+func calendarField(path string) string {
+	const name = ".calendar"
+	i := strings.Index(path, name)
+	if i < 0 {
+		return ""
+	}
+	return path[:i+len(name)]
 }

@@ -113,12 +113,12 @@ func TestCalendarRefused(t *testing.T) {
 		{name: "leases On", mutate: func(p *v1alpha1.RateLimitPolicy) {
 			monthly(p)
 			p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
-		}, field: "spec.hotKeys.leases", msgs: []string{"leases are not supported with calendar limits yet", "spec.limits[0].calendar"}},
+		}, field: "spec.limits[0].calendar", msgs: []string{"leases are not supported with calendar limits yet", "hotKeys.leases Off"}},
 		{name: "leases On with a calendar only in a tier", mutate: func(p *v1alpha1.RateLimitPolicy) {
 			twoWindows(p)
 			withTier(`true`, calendarLimit("daily", 5, v1alpha1.CalendarDay, "UTC"))(p)
 			p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
-		}, field: "spec.hotKeys.leases", msgs: []string{"not supported with calendar limits", "spec.tiers[0].limits[0].calendar"}},
+		}, field: "spec.tiers[0].limits[0].calendar", msgs: []string{"leases are not supported with calendar limits yet"}},
 		{name: "period and calendar", mutate: func(p *v1alpha1.RateLimitPolicy) {
 			monthly(p)
 			p.Spec.Limits[0].Period = metav1.Duration{Duration: time.Hour}
@@ -201,5 +201,24 @@ func TestOverrideCalendar(t *testing.T) {
 				t.Errorf("no error on %s containing %q; got %v", tc.field, tc.msgs, errs)
 			}
 		})
+	}
+}
+
+// A calendar mistake the limiter also checks is reported once, in the policy's words.
+func TestCalendarReportedOnce(t *testing.T) {
+	p := base()
+	withCalendarTier(calendarLimit("daily", 5, v1alpha1.CalendarDay, "Europe/Atlantis"))(p)
+	p.Spec.Algorithm = v1alpha1.AlgorithmTokenBucket
+	(policy.Rules{}).Default(p)
+	_, errs := (policy.Rules{}).CompileAsIs(p)
+	want := map[string]int{"spec.limits[0].calendar": 1, "spec.tiers[0].limits[0].calendar": 1, "spec.tiers[0].limits[0].calendar.timeZone": 1}
+	got := map[string]int{}
+	for _, e := range errs {
+		got[e.Field]++
+	}
+	for f, n := range want {
+		if got[f] != n {
+			t.Errorf("%d errors on %s, want %d; got:\n%s", got[f], f, n, list(errs))
+		}
 	}
 }

@@ -46,7 +46,8 @@ func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) 
 	errs = append(errs, checkIdentity(&p.Spec)...)
 	errs = append(errs, r.checkScope(&p.Spec)...)
 	errs = append(errs, checkShards(&p.Spec)...)
-	errs = append(errs, checkCalendars(&p.Spec)...)
+	calendarErrs := checkCalendars(&p.Spec)
+	errs = append(errs, calendarErrs...)
 	entry := Entry(p)
 	c := limiterspec.Of(p.Namespace, entry)
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
@@ -54,9 +55,9 @@ func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) 
 	}
 	compiled, err := limiter.NewPolicy(c)
 	if err != nil {
-		errs = append(errs, fieldErrors(specPath, err)...)
+		errs = append(errs, unlessReported(calendarErrs, fieldErrors(specPath, err))...)
 	}
-	errs = append(errs, checkTiers(p.Namespace, entry, c.TTL)...)
+	errs = append(errs, checkTiers(p.Namespace, entry, c.TTL, calendarErrs)...)
 	if len(errs) > 0 {
 		return Compiled{}, errs
 	}

@@ -33,15 +33,17 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 	}
 	if len(o.Spec.Limits) > 0 {
 		out.Limits = wireLimits(o.Spec.Limits)
+		var calendarErrs field.ErrorList
 		for i, l := range o.Spec.Limits {
 			errs = append(errs, periodMs(spec.Child("limits").Index(i), l)...)
-			errs = append(errs, overrideCalendar(spec.Child("limits").Index(i), l, e)...)
+			calendarErrs = append(calendarErrs, overrideCalendar(spec.Child("limits").Index(i), l, e)...)
 			if l.Burst != nil && e.Algorithm != string(limiter.TokenBucket) && e.Algorithm != string(limiter.GCRA) {
 				errs = append(errs, field.Invalid(spec.Child("limits").Index(i).Child("burst"), *l.Burst,
 					"burst is only allowed when the policy's algorithm is TokenBucket or GCRA; it is "+e.Algorithm))
 			}
 		}
-		errs = append(errs, checkOverrideLimits(spec, namespace, e, out.Limits)...)
+		errs = append(errs, calendarErrs...)
+		errs = append(errs, checkOverrideLimits(spec, namespace, e, out.Limits, calendarErrs)...)
 	}
 	if (o.Spec.Tier == "") == (len(o.Spec.Limits) == 0) {
 		errs = append(errs, field.Required(spec.Child("tier"), "set exactly one of tier and limits"))
@@ -62,7 +64,7 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 // policy's published entry e: its algorithm, and its leases, which the override cannot
 // change, so the limit is the field at fault.
 func overrideCalendar(path *field.Path, l v1alpha1.Limit, e snapshot.Entry) field.ErrorList {
-	errs := checkCalendar(path, l, e.Algorithm)
+	errs := checkCalendar(path, l, e.Algorithm, false)
 	if l.Calendar != nil && e.Leases {
 		errs = append(errs, field.Invalid(path.Child("calendar"), l.Calendar.Unit,
 			"the policy has hotKeys.leases On: leases are not supported with calendar limits yet (give these callers a period)"))
@@ -71,13 +73,13 @@ func overrideCalendar(path *field.Path, l v1alpha1.Limit, e snapshot.Entry) fiel
 }
 
 // checkOverrideLimits checks an override's own limits as a tier's: the limiter's rules with
-// the policy's TTL (the callers' keys live that long), and one period (or calendar) per
-// limit name.
-func checkOverrideLimits(spec *field.Path, namespace string, e snapshot.Entry, ls []snapshot.Limit) field.ErrorList {
+// the policy's TTL (the callers' keys live that long; but for calendars calendarErrs
+// already reports), and one period (or calendar) per limit name.
+func checkOverrideLimits(spec *field.Path, namespace string, e snapshot.Entry, ls []snapshot.Limit, calendarErrs field.ErrorList) field.ErrorList {
 	c := limiterspec.OfLimits(namespace, e, ls)
 	var errs field.ErrorList
 	if _, err := limiter.NewPolicy(c); err != nil {
-		for _, fe := range fieldErrors(spec, err) {
+		for _, fe := range unlessReported(calendarErrs, fieldErrors(spec, err)) {
 			// The override's limits are checked with the policy's settings: a problem with
 			// one of those (its TTL, too short for these limits) is the limits' to fix here.
 			if rest, ok := strings.CutPrefix(fe.Field, "spec."); ok && !strings.HasPrefix(rest, "limits") {

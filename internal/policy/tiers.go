@@ -14,9 +14,9 @@ import (
 
 // checkTiers checks the tiers of entry e of namespace the way each sidecar compiles them:
 // every condition compiles (a bool within condition.MaxCost), every tier's limits pass the
-// limiter's rules with the policy's TTL, and a limit name has one period (or calendar) in
-// every tier, since a name is one counter.
-func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.ErrorList {
+// limiter's rules with the policy's TTL (but for calendars calendarErrs already reports),
+// and a limit name has one period (or calendar) in every tier, since a name is one counter.
+func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration, calendarErrs field.ErrorList) field.ErrorList {
 	var errs field.ErrorList
 	if len(e.Tiers) > 0 && e.Shards > 1 {
 		errs = append(errs, field.Invalid(specPath.Child("tiers"), len(e.Tiers),
@@ -34,7 +34,7 @@ func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration) field.Err
 		c := limiterspec.OfTier(namespace, e, i)
 		c.TTL = ttl
 		if _, err := limiter.NewPolicy(c); err != nil {
-			errs = append(errs, fieldErrors(path, err)...)
+			errs = append(errs, unlessReported(calendarErrs, fieldErrors(path, err))...)
 		}
 		errs = append(errs, samePeriods(path, t.Limits, seen)...)
 	}

@@ -37,7 +37,7 @@ func TestValidateCalendar(t *testing.T) {
 	for _, tc := range []invalid{
 		{"calendar under GCRA", defaulted(gcra), "spec.limits[0].calendar", "calendar windows are for FixedWindow"},
 		{"the machine's zone", defaulted(monthlyPolicy("Local")), "spec.limits[0].calendar.timeZone", "the machine's zone"},
-		{"leases", defaulted(leases), "spec.hotKeys.leases", "leases are not supported with calendar limits yet"},
+		{"leases", defaulted(leases), "spec.limits[0].calendar", "leases are not supported with calendar limits yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := v.ValidateCreate(context.Background(), tc.p)
