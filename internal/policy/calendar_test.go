@@ -8,7 +8,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -31,18 +30,6 @@ func withCalendarTier(limits ...v1alpha1.Limit) func(*v1alpha1.RateLimitPolicy) 
 		monthly(p)
 		withTier(`headers["x-plan"] == "pro"`, limits...)(p)
 	}
-}
-
-// horizonIgnoresCalendars reports whether the limiter leaves calendar limits out of its
-// horizon, which lets a calendar policy keep a short TTL (the limiter stretches each key's
-// expiry to its window's end).
-func horizonIgnoresCalendars() bool {
-	cal, err := calendar.New(calendar.Month, "UTC")
-	if err != nil {
-		panic(err)
-	}
-	ls := []limiter.Limit{{Name: "m", Requests: 1, Period: calendar.Month.Nominal(), Calendar: &cal}}
-	return limiter.Horizon(limiter.FixedWindow, ls) < time.Hour
 }
 
 // Calendar limits compile in spec.limits and in tiers, a zone left out is published as UTC,
@@ -75,9 +62,6 @@ func TestCalendarAccepted(t *testing.T) {
 // A calendar limit does not need a TTL as long as its window: the limiter keeps each key
 // until its window's end, so the policy's TTL only has to cover its period limits.
 func TestCalendarShortTTLAccepted(t *testing.T) {
-	if !horizonIgnoresCalendars() {
-		t.Skip("limiter.Horizon still counts calendar limits at their nominal length")
-	}
 	p := base()
 	monthly(p)
 	layout(p, "", "", time.Hour)

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 )
@@ -49,13 +47,6 @@ func TestValidateCalendar(t *testing.T) {
 // A calendar policy may keep a TTL shorter than its month: the limiter keeps each calendar
 // key until its window ends.
 func TestValidateCalendarShortTTL(t *testing.T) {
-	cal, err := calendar.New(calendar.Month, "UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if limiter.Horizon(limiter.FixedWindow, []limiter.Limit{{Name: "m", Requests: 1, Period: cal.Unit.Nominal(), Calendar: &cal}}) >= time.Hour {
-		t.Skip("limiter.Horizon still counts calendar limits at their nominal length")
-	}
 	p := monthlyPolicy("Europe/Berlin")
 	p.Spec.KeyLayout = &policyv1alpha1.KeyLayout{TTL: &metav1.Duration{Duration: time.Hour}}
 	if _, err := (&webhookv1alpha1.Validator{}).ValidateCreate(context.Background(), defaulted(p)); err != nil {

@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
@@ -97,13 +95,6 @@ func TestCalendarPeriodOrCalendar(t *testing.T) {
 // TestCalendarShortTTL: a calendar policy may keep a TTL shorter than its window (the
 // limiter keeps each calendar key until its window ends).
 func TestCalendarShortTTL(t *testing.T) {
-	cal, err := calendar.New(calendar.Month, "UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if limiter.Horizon(limiter.FixedWindow, []limiter.Limit{{Name: "m", Requests: 1, Period: cal.Unit.Nominal(), Calendar: &cal}}) >= time.Hour {
-		t.Skip("limiter.Horizon still counts calendar limits at their nominal length")
-	}
 	e := suite.Env(t)
 	ns := kube.NewNamespace(t, e, "cal-")
 	c, _ := kube.NewWarningClient(t, e)
