@@ -107,6 +107,12 @@ func staleWindow(v any) (time.Time, bool) {
 	return time.UnixMicro(now), true
 }
 
+// Now is the Redis server's clock as the limiter knows it (see serverNow).
+func (l *Limiter) Now() time.Time { return l.serverNow() }
+
+// HasCalendar reports whether the policy has calendar limits.
+func (p *Policy) HasCalendar() bool { return p.calendars != nil }
+
 // serverNow is the limiter's estimate of the Redis server clock: its own clock, corrected
 // by what the last stale-window reply said.
 func (l *Limiter) serverNow() time.Time {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
@@ -78,6 +79,22 @@ type Calendar struct {
 // String is c for people: "Month in Europe/Berlin".
 func (c Calendar) String() string { return c.Unit + " in " + c.TimeZone }
 
+// Window is the length of l's window holding now: its period, or for a calendar limit the
+// local day, week or month holding now (23 hours on the day DST starts). A zone this
+// binary does not know gives the nominal length, PeriodMs.
+func (l Limit) Window(now time.Time) time.Duration {
+	period := time.Duration(l.PeriodMs) * time.Millisecond
+	if l.Calendar == nil {
+		return period
+	}
+	c, err := calendar.New(calendar.Unit(l.Calendar.Unit), l.Calendar.TimeZone)
+	if err != nil {
+		return period
+	}
+	start, end := c.Window(now)
+	return end.Sub(start)
+}
+
 // Per is what l counts its requests per, for people: its period ("1m0s"), or its calendar
 // window ("calendar Month in Europe/Berlin").
 func (l Limit) Per() string {
@@ -138,4 +155,12 @@ func (p Entry) InScope(prefix string) error {
 		}
 	}
 	return nil
+}
+
+// GetUnit is c's unit, "" for a nil c (a limit with a period).
+func (c *Calendar) GetUnit() string {
+	if c == nil {
+		return ""
+	}
+	return c.Unit
 }

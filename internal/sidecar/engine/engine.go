@@ -68,6 +68,9 @@ type Outcome struct {
 	Skipped bool
 	// Rejected is true when the request had no identity and the policy rejects it (Reject).
 	Rejected bool
+	// At, for a tier with calendar limits, is when Redis decided by the server's clock as the
+	// limiter knows it: the present that picks the calendar windows reported. Zero otherwise.
+	At time.Time
 }
 
 // Limits are the limits of the outcome's tier, as published.
@@ -128,6 +131,9 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
 	if lim := g.limiter(); lim != nil {
 		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
+		if o.Tier.Policy.HasCalendar() {
+			o.At = lim.Now()
+		}
 	} else {
 		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
 	}

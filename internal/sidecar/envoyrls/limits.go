@@ -86,9 +86,16 @@ var envoyUnits = []envoyUnit{
 	{rlsv3.RateLimitResponse_RateLimit_SECOND, 1000},
 }
 
+// calendarUnits are the RLS units of calendar windows.
+var calendarUnits = map[string]rlsv3.RateLimitResponse_RateLimit_Unit{
+	"Day": rlsv3.RateLimitResponse_RateLimit_DAY, "Week": rlsv3.RateLimitResponse_RateLimit_WEEK,
+	"Month": rlsv3.RateLimitResponse_RateLimit_MONTH,
+}
+
 // envoyRateLimit reports limit l of policy as an RLS RateLimit named "<policy>/<limit>".
 //
-// RLS units are fixed (SECOND, MINUTE, HOUR, DAY) while a policy's period is any duration,
+// A calendar limit is reported in its unit (DAY, WEEK, MONTH), exactly. Other RLS units are
+// fixed (SECOND, MINUTE, HOUR, DAY) while a policy's period is any duration,
 // so this is an approximation: the unit is the largest one not longer than the period
 // (SECOND for periods under a second) and requests_per_unit is floor(size * unit / period),
 // at least 1, where size is the limit's burst when set, else its requests (the same quota
@@ -99,6 +106,11 @@ func envoyRateLimit(policy string, l *snapshot.Limit) *rlsv3.RateLimitResponse_R
 	size := l.Burst
 	if size <= 0 {
 		size = l.Requests
+	}
+	if unit, ok := calendarUnits[l.Calendar.GetUnit()]; ok {
+		// A calendar limit is exactly requests per calendar day, week or month.
+		return &rlsv3.RateLimitResponse_RateLimit{Name: policy + "/" + l.Name,
+			RequestsPerUnit: uint32(min(size, math.MaxUint32)), Unit: unit} //nolint:gosec // clamped
 	}
 	u := envoyUnits[len(envoyUnits)-1]
 	for _, c := range envoyUnits {

@@ -32,6 +32,9 @@ type PlanLimit struct {
 	Requests int64 `json:"requests"`
 	// PeriodMs is the period in milliseconds.
 	PeriodMs int64 `json:"periodMs"`
+	// Calendar, for a calendar limit, is its unit and time zone; PeriodMs is then the
+	// unit's nominal length.
+	Calendar *snapshot.Calendar `json:"calendar,omitempty"`
 	// Burst is the bucket's capacity, for TokenBucket and GCRA.
 	Burst int64 `json:"burst,omitempty"`
 }
@@ -72,7 +75,7 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func planLimits(ls []snapshot.Limit) []PlanLimit {
 	out := make([]PlanLimit, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, PlanLimit{Name: l.Name, Requests: l.Requests, PeriodMs: l.PeriodMs, Burst: l.Burst})
+		out = append(out, PlanLimit{Name: l.Name, Requests: l.Requests, PeriodMs: l.PeriodMs, Burst: l.Burst, Calendar: l.Calendar})
 	}
 	return out
 }

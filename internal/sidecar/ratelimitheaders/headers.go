@@ -35,8 +35,14 @@ type Field struct {
 // For are the headers describing outcomes: RateLimit-Policy with every limit of every
 // policy Redis answered for, RateLimit with each one's reported limit (the tightest, or the
 // denying one), and Retry-After when the request is denied and may be retried. Quota
-// policies are named "<policy>/<limit>".
+// policies are named "<policy>/<limit>"; a calendar limit's window is the one holding the
+// outcome's At (the Redis server's present; 82800 seconds on a 23-hour day).
 func For(outs []engine.Outcome) []Field {
+	return forAt(outs, time.Now())
+}
+
+// forAt is For with the present at now for outcomes without At.
+func forAt(outs []engine.Outcome, now time.Time) []Field {
 	var policies, limits []string
 	for i := range outs {
 		o := &outs[i]
@@ -44,12 +50,16 @@ func For(outs []engine.Outcome) []Field {
 		if d.LimitName == "" {
 			continue
 		}
+		at := now
+		if !o.At.IsZero() {
+			at = o.At
+		}
 		for _, l := range o.Limits() {
 			q := l.Burst
 			if q == 0 {
 				q = l.Requests
 			}
-			policies = append(policies, item(o.Rule.Name(), l.Name)+";q="+itoa(q)+";w="+itoa(Seconds(time.Duration(l.PeriodMs)*time.Millisecond)))
+			policies = append(policies, item(o.Rule.Name(), l.Name)+";q="+itoa(q)+";w="+itoa(Seconds(l.Window(at))))
 		}
 		t := d.ResetAfter
 		if !d.Allowed && d.RetryAfter > 0 {
