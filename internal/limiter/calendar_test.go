@@ -316,3 +316,41 @@ func TestCalendarRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarShardsAndFunctions: a calendar month spread over 3 shards admits exactly its
+// quota and reports the true month end; a calendar policy called as a Redis function (FCALL,
+// as per-namespace users' sidecars call) decides as with EVALSHA, across the month end.
+func TestCalendarShardsAndFunctions(t *testing.T) {
+	redistest.RequireRedis(t)
+	clock := redistest.NewClock(t)
+	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	rdb := srv.Client()
+	loadLibraries(t, rdb)
+	l := newLimiter(t, rdb, Options{Pipelining: true})
+	zone := "Europe/Berlin"
+	end := local(t, zone, "2027-11-01 00:00:00.000") // a month of 31 days and an hour
+	now := end.Add(-time.Hour)
+	clock.Set(t, now)
+
+	sharded := shardedPolicy(t, FixedWindow, 3, false, calLimit(t, "month", 30, calendar.Month, zone))
+	admitted := 0
+	for range 40 {
+		if d := mustCheck(t, l, sharded, Request{Identity: "all"}); d.Allowed {
+			admitted++
+			near(t, "sharded reset", d.ResetAfter, time.Hour)
+		}
+	}
+	if admitted != 30 {
+		t.Fatalf("3 shards admitted %d of a month of 30", admitted)
+	}
+
+	byScript := newPolicy(t, FixedWindow, FailClosed, calLimit(t, "month", 2, calendar.Month, zone), perHour("hour", 5))
+	byFunction := functionsPolicy(t, byScript)
+	for i, at := range []time.Time{now, now, now, end, end, end} {
+		clock.Set(t, at)
+		a, b := mustCheck(t, l, byScript, Request{Identity: "c"}), mustCheck(t, l, byFunction, Request{Identity: "c"})
+		if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.LimitName != b.LimitName || b.Allowed != (i%3 < 2) {
+			t.Errorf("check %d: EVALSHA %+v, FCALL %+v", i, a, b)
+		}
+	}
+}
