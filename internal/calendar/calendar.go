@@ -89,6 +89,10 @@ func (u Unit) Nominal() time.Duration {
 	}
 }
 
+// Longest bounds the length of any window of u: its nominal length and a day, room for
+// every DST shift (2 hours at most, in Antarctica/Troll) and any change of a zone's offset.
+func (u Unit) Longest() time.Duration { return u.Nominal() + 24*time.Hour }
+
 // Window returns the window of c that holds t: [start, end), both local midnights (or,
 // where a zone skips midnight, the first instant of the day).
 func (c Calendar) Window(t time.Time) (start, end time.Time) {

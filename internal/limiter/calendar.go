@@ -144,8 +144,21 @@ func withCalendarPeriods(ls []Limit) []Limit {
 	return out
 }
 
+// longestWindow bounds the windows of the calendar limits of ls (0 when there are none): a
+// reply about one reaches no further. Horizon leaves them out, as their keys need no TTL to
+// cover them.
+func longestWindow(ls []Limit) time.Duration {
+	var w time.Duration
+	for _, l := range ls {
+		if l.Calendar != nil {
+			w = max(w, l.Calendar.Unit.Longest())
+		}
+	}
+	return w
+}
+
 // checkCalendars refuses calendar limits where they cannot be run: with an algorithm other
-// than FixedWindow, without a time zone, or with leases.
+// than FixedWindow, or without a time zone.
 func checkCalendars(c Spec) FieldErrors {
 	var errs FieldErrors
 	for i, l := range c.Limits {
@@ -160,8 +173,6 @@ func checkCalendars(c Spec) FieldErrors {
 			errs.add(field+".unit", "%v", l.Calendar.Unit.Check())
 		case l.Calendar.Location == nil:
 			errs.add(field+".timeZone", "no time zone (unknown to this binary's time zone database?)")
-		case c.Leases:
-			errs.add(field, "calendar limits cannot be served from leases yet: turn leases off")
 		}
 	}
 	return errs

@@ -306,7 +306,6 @@ func TestCalendarRefusals(t *testing.T) {
 	}{
 		{Spec{Algorithm: TokenBucket, Limits: []Limit{{Name: "d", Requests: 3, Calendar: &c}}}, "limits[0].calendar"},
 		{Spec{Algorithm: FixedWindow, Limits: []Limit{{Name: "d", Requests: 3, Calendar: &calendar.Calendar{Unit: calendar.Day}}}}, "limits[0].calendar.timeZone"},
-		{Spec{Algorithm: FixedWindow, Leases: true, Limits: []Limit{{Name: "d", Requests: 3, Calendar: &c}}}, "limits[0].calendar"},
 	} {
 		tc.spec.Namespace, tc.spec.Name, tc.spec.StateKey, tc.spec.TTL = "n", "p", testTemplate, time.Hour
 		_, err := NewPolicy(tc.spec)
@@ -352,5 +351,105 @@ func TestCalendarShardsAndFunctions(t *testing.T) {
 		if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.LimitName != b.LimitName || b.Allowed != (i%3 < 2) {
 			t.Errorf("check %d: EVALSHA %+v, FCALL %+v", i, a, b)
 		}
+	}
+}
+
+// TestCalendarLeasesAcrossMonthEnd: two limiters serve one hot identity of 200 per calendar
+// month from leases while the server clock crosses the month end. Each month admits at most
+// 200, leases serve both, and no unit leased in November is spent after November ends
+// (by the server's clock, mapped to the limiters' own).
+func TestCalendarLeasesAcrossMonthEnd(t *testing.T) {
+	redistest.RequireRedis(t)
+	clock := redistest.NewClock(t)
+	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	zone := "America/New_York"
+	end := local(t, zone, "2027-12-01 00:00:00.000")
+	lead := 1500 * time.Millisecond
+	clock.Set(t, end.Add(-lead))
+	boundary := time.Now().Add(lead) // the month end on the limiters' clock
+	p := newPolicy(t, FixedWindow, FailClosed, calLimit(t, "month", 200, calendar.Month, zone))
+	c := p.Spec
+	c.Leases = true
+	p, err := NewPolicy(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tally monthTally
+	var wg sync.WaitGroup
+	for i := range 2 {
+		l := newLimiter(t, srv.Client(), Options{Pipelining: i == 1, Leases: LeaseOptions{HotRate: 1, Span: 200 * time.Millisecond}})
+		for range 16 {
+			wg.Go(func() {
+				for stop := time.Now().Add(4 * time.Second); time.Now().Before(stop) && tally.dec.Load() < 200; {
+					if d := l.Check(context.Background(), p, Request{Identity: "hot"}); !tally.record(d, boundary) {
+						t.Errorf("decided without Redis: %+v", d)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	nov, dec := tally.nov.Load(), tally.dec.Load()
+	t.Logf("November %d, December %d, %d from leases", nov, dec, tally.leased.Load())
+	if nov > 200 || dec > 200 || dec == 0 {
+		t.Fatalf("admitted %d in November and %d in December of 200 a month", nov, dec)
+	}
+	if tally.leased.Load() == 0 {
+		t.Fatal("no admission came from a lease")
+	}
+	if late := tally.late.Load(); late > 0 {
+		t.Fatalf("%d November units spent from leases after November ended", late)
+	}
+}
+
+// monthTally counts admissions by the month they were counted in (told apart by the reset
+// they report: under an hour is the old month), and old-month units spent from a lease
+// after the month ended on the limiters' clock.
+type monthTally struct {
+	nov, dec, leased, late atomic.Int64
+}
+
+// record counts d; false when Redis was not asked.
+func (m *monthTally) record(d Decision, boundary time.Time) bool {
+	if d.WithoutRedis() {
+		return false
+	}
+	if d.Source == SourceLease {
+		m.leased.Add(1)
+	}
+	switch {
+	case !d.Allowed:
+	case d.ResetAfter < time.Hour:
+		m.nov.Add(1)
+		if d.Source == SourceLease && time.Now().After(boundary) {
+			m.late.Add(1)
+		}
+	default:
+		m.dec.Add(1)
+	}
+	return true
+}
+
+// TestCalendarDenyCacheKeepsTheBoundary: a denial of a calendar limit answered from the deny
+// cache still says how long until the window ends (the policy's reply horizon covers its
+// windows), not the 1 ms its TTL horizon would allow.
+func TestCalendarDenyCacheKeepsTheBoundary(t *testing.T) {
+	redistest.RequireRedis(t)
+	clock := redistest.NewClock(t)
+	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	l := newLimiter(t, srv.Client(), Options{DenyCacheSize: 100})
+	zone := "Europe/Berlin"
+	end := local(t, zone, "2027-03-01 00:00:00.000")
+	clock.Set(t, end.Add(-10*24*time.Hour))
+	p := newPolicy(t, FixedWindow, FailClosed, calLimit(t, "month", 1, calendar.Month, zone))
+	mustCheck(t, l, p, Request{Identity: "c"})
+	for i, want := range []Source{SourceRedis, SourceDenyCache} {
+		d := l.Check(context.Background(), p, Request{Identity: "c"})
+		if d.Allowed || d.Source != want {
+			t.Fatalf("denial %d: %+v, want a denial from %s", i, d, want)
+		}
+		near(t, fmt.Sprint("denial ", i, " retry-after"), d.RetryAfter, 10*24*time.Hour)
 	}
 }

@@ -39,7 +39,7 @@ type leaseReplyOf struct {
 func (r *leaseRunner) take(t *testing.T, p *Policy, identity, id string, k int64, prev *lease) leaseReplyOf {
 	t.Helper()
 	keys := leaseKeys(p.Keys(identity, ""), id, prev)
-	v, err := r.rdb.Eval(context.Background(), r.src, keys, p.leaseArgs(k, 1, prev)...).Result()
+	v, err := r.rdb.Eval(context.Background(), r.src, keys, p.leaseArgs(k, 1, prev, time.Now())...).Result()
 	if err != nil {
 		t.Fatalf("%s lease: EVAL: %v", p.Algorithm, err)
 	}

@@ -86,7 +86,7 @@ func liveDowngrade(t *testing.T, l *Limiter, rdb redis.UniversalClient, free, pr
 // liveLease takes a lease "l1" of up to want units of identity under p.
 func liveLease(t *testing.T, rdb redis.UniversalClient, p *Policy, identity string, want int64) leaseReplyOf {
 	t.Helper()
-	v, err := evalOne(context.Background(), rdb, p.leaseScript, leaseKeys(p.Keys(identity, ""), "l1", nil), p.leaseArgs(want, 1, nil))
+	v, err := evalOne(context.Background(), rdb, p.leaseScript, leaseKeys(p.Keys(identity, ""), "l1", nil), p.leaseArgs(want, 1, nil, time.Now()))
 	if err != nil {
 		t.Fatalf("lease under %s: %v", p.Name, err)
 	}

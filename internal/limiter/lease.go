@@ -71,8 +71,9 @@ func leaseKind(a Algorithm) string {
 }
 
 // leaseArgs is ARGV of a lease call: k units wanted, at least minLeaseUnits and at most
-// 1/share of what is left, returning prev's unspent units (prev nil: none).
-func (p *Policy) leaseArgs(k, share int64, prev *lease) []any {
+// 1/share of what is left, returning prev's unspent units (prev nil: none), with the
+// calendar windows (if any) that hold server time at.
+func (p *Policy) leaseArgs(k, share int64, prev *lease, at time.Time) []any {
 	next := "-1"
 	if prev != nil {
 		next = strconv.FormatInt(prev.next, 10)
@@ -80,7 +81,11 @@ func (p *Policy) leaseArgs(k, share int64, prev *lease) []any {
 	out := make([]any, 0, 6+len(p.limitArg))
 	out = append(out, strconv.FormatInt(k, 10), p.ttlMS, strconv.Itoa(minLeaseUnits), next, leaseKind(p.Algorithm),
 		strconv.FormatInt(share, 10))
-	return append(out, p.limitArg...)
+	out = append(out, p.limitArg...)
+	if p.calendars != nil {
+		p.calendars.fill(out[len(out)-len(p.limitArg):], at)
+	}
+	return out
 }
 
 // leaseKeys is KEYS of a lease call: the state keys, the new lease's record and, when prev

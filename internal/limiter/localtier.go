@@ -194,7 +194,7 @@ func (t *localTier) takeLease(ctx context.Context, p *Policy, r Request, e *leas
 	}
 	sent := t.core.now()
 	cctx, cancel := context.WithTimeout(ctx, t.core.callTimeout())
-	round := t.core.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, t.opts.Share, prev), t.opts.AckTimeout)
+	round := t.core.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, t.opts.Share, prev, t.core.serverNow()), t.opts.AckTimeout)
 	cancel()
 	if err := round.err; err != nil {
 		e.settle(nil, time.Time{})
@@ -206,6 +206,14 @@ func (t *localTier) takeLease(ctx context.Context, p *Policy, r Request, e *leas
 		return t.core.fallback(p, r, fmt.Errorf("policy %s/%s: lease: %w", p.Namespace, p.Name, err), b), true
 	}
 	b.success()
+	if at, stale := staleWindow(round.val); stale {
+		// The server clock is outside a calendar window the call gave: the previous lease went
+		// back, nothing was taken. The usual path decides (on the server's windows), and the
+		// next lease call takes them.
+		t.core.learnClock(at)
+		e.settle(nil, time.Time{})
+		return Decision{}, false
+	}
 	rep, err := decodeLease(p, round.val, id, sent)
 	if err != nil {
 		e.settle(nil, time.Time{})

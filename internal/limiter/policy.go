@@ -126,7 +126,8 @@ type Policy struct {
 	// read-only by every such call: go-redis copies args into each command.
 	commonArgs []any
 	local      *localCap
-	// horizon is Horizon of the policy: no reply of its scripts reaches further.
+	// horizon is how far a reply of the policy's scripts can reach: its Horizon, or the
+	// longest of its calendar windows.
 	horizon time.Duration
 	// calendars are the policy's calendar limits, whose windows each call computes; nil
 	// when it has none.
@@ -175,7 +176,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	p.replays = strconv.Itoa(p.IdempotencyMaxReplays)
 	p.limitArg = limitArgs(c.Algorithm, c.Limits, c.KeepUsage)
 	p.commonArgs = p.buildArgs(1, "")
-	p.horizon = Horizon(c.Algorithm, c.Limits)
+	p.horizon = max(Horizon(c.Algorithm, c.Limits), longestWindow(c.Limits))
 	p.calendars = newCalendarLimits(c.Limits)
 	return p, nil
 }

@@ -5,12 +5,15 @@ import (
 	"time"
 )
 
-// tierCore is what the local tier (leases) needs of the core limiter: its clock and call
+// tierCore is what the local tier (leases) needs of the core limiter: its clock (and its
+// estimate of the Redis server's, for calendar windows) and call
 // timeout, the breaker of a key's node, what a failed call or a bad reply does, and the two
 // ways of calling a script (acknowledged by the replicas, or plain). *Limiter implements it;
 // the local tier holds nothing else of the core.
 type tierCore interface {
 	now() time.Time
+	serverNow() time.Time
+	learnClock(server time.Time)
 	callTimeout() time.Duration
 	breakerFor(ctx context.Context, key string) *breaker
 	failed(ctx context.Context, b *breaker, err error)

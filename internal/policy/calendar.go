@@ -17,26 +17,22 @@ const defaultTimeZone = "UTC"
 // checkCalendar).
 func checkCalendars(s *v1alpha1.RateLimitPolicySpec) field.ErrorList {
 	var errs field.ErrorList
-	leases := leasesOn(s.HotKeys)
 	for i, l := range s.Limits {
-		errs = append(errs, checkCalendar(specPath.Child("limits").Index(i), l, string(s.Algorithm), leases)...)
+		errs = append(errs, checkCalendar(specPath.Child("limits").Index(i), l, string(s.Algorithm))...)
 	}
 	for i, t := range s.Tiers {
 		for j, l := range t.Limits {
-			errs = append(errs, checkCalendar(specPath.Child("tiers").Index(i).Child("limits").Index(j), l, string(s.Algorithm), leases)...)
+			errs = append(errs, checkCalendar(specPath.Child("tiers").Index(i).Child("limits").Index(j), l, string(s.Algorithm))...)
 		}
 	}
 	return errs
 }
 
-// leasesOn reports whether hk turns leases on.
-func leasesOn(hk *v1alpha1.HotKeys) bool { return hk != nil && hk.Leases == v1alpha1.LeaseModeOn }
-
 // checkCalendar refuses the calendar of limit l at path that the limiter cannot run under
-// algorithm (with leases, or not): a calendar beside a period, under another algorithm than
-// FixedWindow, with leases, of an unknown unit, or in a time zone this build does not know
-// (or "Local", which differs between machines). A limit without a calendar passes.
-func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string, leases bool) field.ErrorList {
+// algorithm: a calendar beside a period, under another algorithm than FixedWindow, of an
+// unknown unit, or in a time zone this build does not know (or "Local", which differs
+// between machines). A limit without a calendar passes.
+func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string) field.ErrorList {
 	c := l.Calendar
 	if c == nil {
 		return nil
@@ -49,10 +45,6 @@ func checkCalendar(path *field.Path, l v1alpha1.Limit, algorithm string, leases 
 	if algorithm != string(limiter.FixedWindow) {
 		errs = append(errs, field.Invalid(path, c.Unit, "calendar windows are for FixedWindow: the algorithm is "+algorithm+
 			" (use FixedWindow, or give this limit a period)"))
-	}
-	if leases {
-		errs = append(errs, field.Invalid(path, c.Unit,
-			"leases are not supported with calendar limits yet: set hotKeys.leases Off, or give this limit a period"))
 	}
 	if err := calendar.Unit(c.Unit).Check(); err != nil {
 		errs = append(errs, field.NotSupported(path.Child("unit"), c.Unit, calendarUnits()))

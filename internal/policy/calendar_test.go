@@ -37,6 +37,7 @@ func withCalendarTier(limits ...v1alpha1.Limit) func(*v1alpha1.RateLimitPolicy) 
 func TestCalendarAccepted(t *testing.T) {
 	p := base()
 	withCalendarTier(calendarLimit("daily", 100, v1alpha1.CalendarDay, ""), calendarLimit("monthly", 50, v1alpha1.CalendarMonth, "Europe/Berlin"))(p)
+	p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn} // leases serve calendar windows too
 	c, errs := (policy.Rules{}).Compile(p)
 	if len(errs) > 0 {
 		t.Fatalf("refused: %v", errs.ToAggregate())
@@ -94,15 +95,6 @@ func TestCalendarRefused(t *testing.T) {
 			p.Spec.Limits[0].Calendar.Unit = "Fortnight"
 			layout(p, defaultState, "", 744*time.Hour)
 		}, field: "spec.limits[0].calendar.unit", msgs: []string{`"Fortnight"`, `"Month"`}},
-		{name: "leases On", mutate: func(p *v1alpha1.RateLimitPolicy) {
-			monthly(p)
-			p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
-		}, field: "spec.limits[0].calendar", msgs: []string{"leases are not supported with calendar limits yet", "hotKeys.leases Off"}},
-		{name: "leases On with a calendar only in a tier", mutate: func(p *v1alpha1.RateLimitPolicy) {
-			twoWindows(p)
-			withTier(`true`, calendarLimit("daily", 5, v1alpha1.CalendarDay, "UTC"))(p)
-			p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOn}
-		}, field: "spec.tiers[0].limits[0].calendar", msgs: []string{"leases are not supported with calendar limits yet"}},
 		{name: "period and calendar", mutate: func(p *v1alpha1.RateLimitPolicy) {
 			monthly(p)
 			p.Spec.Limits[0].Period = metav1.Duration{Duration: time.Hour}
@@ -164,12 +156,6 @@ func TestOverrideCalendar(t *testing.T) {
 			"spec.limits[0].calendar", []string{`limit "monthly" has calendar Month in Europe/Berlin in the policy's spec.limits[0]`}},
 		{"a TokenBucket policy", tieredEntry, calendarLimit("daily", 300, v1alpha1.CalendarDay, ""),
 			"spec.limits[0].calendar", []string{"calendar windows are for FixedWindow", "TokenBucket"}},
-		{"a policy with leases", func(t *testing.T) snapshot.Entry {
-			e := calendarEntry(t)
-			e.Leases = true
-			return e
-		}, calendarLimit("daily", 300, v1alpha1.CalendarDay, ""),
-			"spec.limits[0].calendar", []string{"hotKeys.leases On", "not supported with calendar limits yet"}},
 		{"an unknown zone", calendarEntry, calendarLimit("daily", 300, v1alpha1.CalendarDay, "Europe/Atlantis"),
 			"spec.limits[0].calendar.timeZone", []string{`unknown time zone "Europe/Atlantis"`}},
 	} {

@@ -61,15 +61,10 @@ func Override(e snapshot.Entry, namespace string, o *v1alpha1.RateLimitOverride)
 }
 
 // overrideCalendar checks the calendar of the override's limit l at path against the
-// policy's published entry e: its algorithm, and its leases, which the override cannot
-// change, so the limit is the field at fault.
+// policy's published entry e: its algorithm, which the override cannot change, so the limit
+// is the field at fault.
 func overrideCalendar(path *field.Path, l v1alpha1.Limit, e snapshot.Entry) field.ErrorList {
-	errs := checkCalendar(path, l, e.Algorithm, false)
-	if l.Calendar != nil && e.Leases {
-		errs = append(errs, field.Invalid(path.Child("calendar"), l.Calendar.Unit,
-			"the policy has hotKeys.leases On: leases are not supported with calendar limits yet (give these callers a period)"))
-	}
-	return errs
+	return checkCalendar(path, l, e.Algorithm)
 }
 
 // checkOverrideLimits checks an override's own limits as a tier's: the limiter's rules with

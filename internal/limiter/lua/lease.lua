@@ -23,13 +23,15 @@
 -- ARGV[5]      kind: "f" fixed window, "s" sliding window, "t" TokenBucket or GCRA.
 -- ARGV[6]      share: a lease takes at most floor(available / share) units, so that other
 --              sidecars keep the rest.
--- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's script (requests, period in µs; or
---              T in µs, burst).
+-- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's script (requests, period in µs or a
+--              calendar window "start:end" in µs; or T in µs, burst). A calendar window is
+--              recorded as (its end, requests, -1).
 -- ARGV[last]   "keep", only for keep-usage and kind "t" (one argument more than the limits
 --              need): a lease's debit is written as struct '>dd' (time, T), as the check
 --              script writes it.
 -- Reply        {granted, returned, left, off_1, ..., off_n} (only the first three when
---              nothing is granted): left is what the tightest limit has left after the
+--              nothing is granted); {-1, now_us} when the server clock is outside a calendar
+--              window given (the previous lease is returned all the same; nothing is taken): left is what the tightest limit has left after the
 --              lease; off_i is, for windows, the µs until
 --              the window the lease was taken in ends (a unit is spent before it ends); for
 --              TokenBucket and GCRA the µs until the start of the lease's first cell of
@@ -67,8 +69,7 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + (ARGV[4] == '-1' and 1 or 2) or
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
--- px: a check body would raise it for a calendar window; a lease takes none (the Go side
--- refuses leases for calendar limits, and a window is not a number for ARGV + 0 above).
+-- px: the state keys' PX, ARGV[2] unless a calendar window raises it (the body does).
 local px = ARGV[2]
 -- MGET reads a key of another type as nil (fresh state, no record) instead of failing.
 local vals = redis.call('MGET', unpack(KEYS))
@@ -82,14 +83,16 @@ if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
   local next = math.min(math.max(tonumber(ARGV[4]) or leased, 0), leased)
   for i = 1, n do
     local mark, ra, rb = struct.unpack('<ddd', rec, 9 + 24 * (i - 1))
-    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
+    -- A calendar window ('start:end') is recorded as b = -1: its mark is its end.
+    local a, b = ARGV[5 + 2 * i] + 0, tonumber(ARGV[6 + 2 * i]) or -1
     local v = vals[i]
     -- The limit must be the one the lease was taken under (an edit changes a or b).
     if ra == a and rb == b and v then
       local m = leased - next
       if kind == 'f' and #v == 16 then
         local w, c = struct.unpack('<dd', v)
-        if w == mark and math.floor(now / b) == mark and m > 0 then
+        local current = b > 0 and math.floor(now / b) == mark or b < 0 and now < mark
+        if w == mark and current and m > 0 then
           vals[i] = struct.pack('<dd', w, math.max(0, c - m))
           redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
           returned = math.max(returned, math.min(m, c))
@@ -148,7 +151,7 @@ for pass = 1, 2 do
   avail = math.huge
   local allowed = true
   for i = 1, n do
-    local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
+    local a, b = ARGV[5 + 2 * i] + 0, tonumber(ARGV[6 + 2 * i]) or ARGV[6 + 2 * i]
     local ok, r, retry, reset
     do
       -- @check
@@ -175,7 +178,7 @@ for pass = 1, 2 do
   if pass == 2 or fair < tonumber(ARGV[3]) then
     if moves then
       for k, m in pairs(moves) do
-        redis.call('SET', KEYS[k], m, 'PX', ARGV[2])
+        redis.call('SET', KEYS[k], m, 'PX', px)
       end
     end
     return {0, returned, math.max(avail, 0)}
@@ -190,11 +193,16 @@ end
 -- to the start of its last cell.
 local out, life = {struct.pack('<d', granted)}, 0
 for i = 1, n do
-  local a, b = ARGV[5 + 2 * i] + 0, ARGV[6 + 2 * i] + 0
-  redis.call('SET', KEYS[i], vals[i], 'PX', ARGV[2])
-  local mark, upto = math.floor(now / b), offs[i]
+  local a, b = ARGV[5 + 2 * i] + 0, tonumber(ARGV[6 + 2 * i])
+  redis.call('SET', KEYS[i], vals[i], 'PX', px)
+  local mark, upto = 0, offs[i]
   if kind == 't' then
     mark, upto = now + offs[i], offs[i] + granted * a
+  elseif b then
+    mark = math.floor(now / b)
+  else
+    -- A calendar window: its end, now + the µs left in it; recorded as b = -1.
+    mark, b = now + offs[i], -1
   end
   out[i + 1] = struct.pack('<ddd', mark, a, b)
   life = math.max(life, upto)

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,21 +22,24 @@ func monthlyPolicy(zone string) *policyv1alpha1.RateLimitPolicy {
 	return p
 }
 
-// The validating webhook accepts a calendar policy and refuses, on its field, a calendar
-// under another algorithm, in the machine's zone, or with leases.
+// The validating webhook accepts a calendar policy (with leases too) and refuses, on its
+// field, a calendar under another algorithm or in the machine's zone.
 func TestValidateCalendar(t *testing.T) {
 	v := &webhookv1alpha1.Validator{}
+	leases := monthlyPolicy("UTC")
+	leases.Spec.HotKeys = &policyv1alpha1.HotKeys{Leases: policyv1alpha1.LeaseModeOn}
 	if w, err := v.ValidateCreate(context.Background(), defaulted(monthlyPolicy("Europe/Berlin"))); err != nil || len(w) != 0 {
 		t.Fatalf("want accepted without warnings, got warnings %q, error %v", w, err)
 	}
+	// Leases draw their usual warning, nothing about the calendar.
+	if w, err := v.ValidateCreate(context.Background(), defaulted(leases)); err != nil || len(w) != 1 || !strings.Contains(w[0], "spec.hotKeys.leases") {
+		t.Fatalf("with leases: want accepted with the leases warning, got warnings %q, error %v", w, err)
+	}
 	gcra := monthlyPolicy("")
 	gcra.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
-	leases := monthlyPolicy("UTC")
-	leases.Spec.HotKeys = &policyv1alpha1.HotKeys{Leases: policyv1alpha1.LeaseModeOn}
 	for _, tc := range []invalid{
 		{"calendar under GCRA", defaulted(gcra), "spec.limits[0].calendar", "calendar windows are for FixedWindow"},
 		{"the machine's zone", defaulted(monthlyPolicy("Local")), "spec.limits[0].calendar.timeZone", "the machine's zone"},
-		{"leases", defaulted(leases), "spec.limits[0].calendar", "leases are not supported with calendar limits yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := v.ValidateCreate(context.Background(), tc.p)

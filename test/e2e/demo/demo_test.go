@@ -34,6 +34,7 @@ func TestDemo(t *testing.T) {
 		"burst: 200 ×5 then 429",
 		"plans: one policy, the default tier admitted 5 and the pro tier 10 of 12",
 		"override: vip-val raised to the pro tier by a RateLimitOverride, 10 of 12 admitted",
+		"calendar quota: 3 of 5 admitted, Retry-After is the time to the 1st of next month in Berlin",
 		"gateway: the same policy through real Caddy with forward auth, 200 ×5 then 429",
 		"gateway API: policy attached to HTTPRoute shop, through ext_authz 200 ×3 then 429 on its host, 200 on another",
 		"bad policy refused by the admission webhook",

@@ -56,9 +56,6 @@ func TestCalendarThroughWebhook(t *testing.T) {
 			p.Spec.Tiers = []policyv1alpha1.Tier{{Name: "pro", When: "true",
 				Limits: []policyv1alpha1.Limit{calendarLimit("weekly", policyv1alpha1.CalendarWeek, "Europe/Atlantis")}}}
 		}, "spec.tiers[0].limits[0].calendar.timeZone", []string{`unknown time zone "Europe/Atlantis"`}},
-		{"leases", func(p *policyv1alpha1.RateLimitPolicy) {
-			p.Spec.HotKeys = &policyv1alpha1.HotKeys{Leases: policyv1alpha1.LeaseModeOn}
-		}, "spec.limits[0].calendar", []string{"leases are not supported with calendar limits yet"}},
 		{"a tier giving the name another zone", func(p *policyv1alpha1.RateLimitPolicy) {
 			p.Spec.Tiers = []policyv1alpha1.Tier{{Name: "pro", When: "true",
 				Limits: []policyv1alpha1.Limit{calendarLimit("monthly", policyv1alpha1.CalendarMonth, "UTC")}}}
