@@ -13,14 +13,20 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 )
 
+// clockedRedis is a real redis-server on a controlled clock.
+func clockedRedis(t *testing.T) (*redistest.Clock, *redistest.Server) {
+	t.Helper()
+	redistest.RequireRedis(t)
+	clock := redistest.NewClock(t)
+	return clock, redistest.StartServer(t, redistest.WithClock(clock))
+}
+
 // clockedServer is a real redis-server on a controlled clock, and a limiter on it whose own
 // clock is the real one (months away from the server's, as a sidecar's clock is a little
 // away from Redis's): the limiter must take the windows from the server's time.
 func clockedServer(t *testing.T) (*redistest.Clock, *Limiter) {
 	t.Helper()
-	redistest.RequireRedis(t)
-	clock := redistest.NewClock(t)
-	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	clock, srv := clockedRedis(t)
 	return clock, newLimiter(t, srv.Client(), Options{})
 }
 
@@ -138,9 +144,7 @@ func TestCalendarDayAcrossDST(t *testing.T) {
 // month (and one behind it) still counts in the server's month: the script refuses the
 // window the limiter guessed, and the limiter asks again with the server's.
 func TestCalendarSidecarClockAhead(t *testing.T) {
-	redistest.RequireRedis(t)
-	clock := redistest.NewClock(t)
-	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	clock, srv := clockedRedis(t)
 	zone := "Europe/Berlin"
 	server := local(t, zone, "2027-03-31 23:59:30.000")
 	for _, skew := range []time.Duration{time.Minute, -40 * 24 * time.Hour} {
@@ -320,9 +324,7 @@ func TestCalendarRefusals(t *testing.T) {
 // quota and reports the true month end; a calendar policy called as a Redis function (FCALL,
 // as per-namespace users' sidecars call) decides as with EVALSHA, across the month end.
 func TestCalendarShardsAndFunctions(t *testing.T) {
-	redistest.RequireRedis(t)
-	clock := redistest.NewClock(t)
-	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	clock, srv := clockedRedis(t)
 	rdb := srv.Client()
 	loadLibraries(t, rdb)
 	l := newLimiter(t, rdb, Options{Pipelining: true})
@@ -359,9 +361,7 @@ func TestCalendarShardsAndFunctions(t *testing.T) {
 // 200, leases serve both, and no unit leased in November is spent after November ends
 // (by the server's clock, mapped to the limiters' own).
 func TestCalendarLeasesAcrossMonthEnd(t *testing.T) {
-	redistest.RequireRedis(t)
-	clock := redistest.NewClock(t)
-	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	clock, srv := clockedRedis(t)
 	zone := "America/New_York"
 	end := local(t, zone, "2027-12-01 00:00:00.000")
 	lead := 1500 * time.Millisecond
@@ -436,9 +436,7 @@ func (m *monthTally) record(d Decision, boundary time.Time) bool {
 // cache still says how long until the window ends (the policy's reply horizon covers its
 // windows), not the 1 ms its TTL horizon would allow.
 func TestCalendarDenyCacheKeepsTheBoundary(t *testing.T) {
-	redistest.RequireRedis(t)
-	clock := redistest.NewClock(t)
-	srv := redistest.StartServer(t, redistest.WithClock(clock))
+	clock, srv := clockedRedis(t)
 	l := newLimiter(t, srv.Client(), Options{DenyCacheSize: 100})
 	zone := "Europe/Berlin"
 	end := local(t, zone, "2027-03-01 00:00:00.000")
