@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,17 +37,7 @@ func BenchmarkCheckKeepUsage(b *testing.B) {
 				if err := rdb.ConfigResetStat(context.Background()).Err(); err != nil {
 					b.Fatal(err)
 				}
-				b.SetParallelism(32) // x GOMAXPROCS (2 here) = 64 callers
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-					for pb.Next() {
-						id := fmt.Sprintf("user-%08d", rng.IntN(10000))
-						if d := l.Check(context.Background(), p, Request{Identity: id}); d.WithoutRedis() {
-							b.Fatalf("check failed: %v", d.Err)
-						}
-					}
-				})
+				checkParallel(b, l, p)
 				b.StopTimer()
 				b.ReportMetric(evalshaMicros(b, rdb), "redis-µs/call")
 			})

@@ -22,21 +22,27 @@ func BenchmarkCheck(b *testing.B) {
 		for _, piped := range []bool{false, true} {
 			name := fmt.Sprintf("%s/pipelined=%v", alg, piped)
 			b.Run(name, func(b *testing.B) {
-				l := newLimiter(b, rdb, Options{Pipelining: piped, Timeout: time.Second})
-				b.SetParallelism(32) // x GOMAXPROCS (2 here) = 64 callers
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-					for pb.Next() {
-						id := fmt.Sprintf("user-%08d", rng.IntN(10000))
-						if d := l.Check(context.Background(), p, Request{Identity: id}); d.WithoutRedis() {
-							b.Fatalf("check failed: %v", d.Err)
-						}
-					}
-				})
+				checkParallel(b, newLimiter(b, rdb, Options{Pipelining: piped, Timeout: time.Second}), p)
 			})
 		}
 	}
+}
+
+// checkParallel runs b.N checks of p from 64 callers (32 x GOMAXPROCS 2) over 10,000
+// identities, failing on any decided without Redis.
+func checkParallel(b *testing.B, l *Limiter, p *Policy) {
+	b.Helper()
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+		for pb.Next() {
+			id := fmt.Sprintf("user-%08d", rng.IntN(10000))
+			if d := l.Check(context.Background(), p, Request{Identity: id}); d.WithoutRedis() {
+				b.Fatalf("check failed: %v", d.Err)
+			}
+		}
+	})
 }
 
 // BenchmarkKeys measures building the keys of one check (template expansion + encoding).

@@ -21,8 +21,32 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	w = append(w, skipWarning(p)...)
 	w = append(w, leaseWarning(p)...)
 	w = append(w, shardWarning(p)...)
+	w = append(w, unreadSourceWarnings(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
+	}
+	return w
+}
+
+// unreadSourceWarnings: in a fallback chain, the sources after one that always yields are
+// never read: after a Fixed source on every front, after a Method or PathPrefix source on
+// the HTTP fronts (only the Envoy front, which sees neither, reads on past them).
+func unreadSourceWarnings(p *v1alpha1.RateLimitPolicy) []string {
+	envoy := p.Spec.Match.Envoy != nil
+	var w []string
+	for i, c := range chains(p.Spec.Identity) {
+		path := "spec.identity.sources"
+		if len(p.Spec.Identity.Parts) > 0 {
+			path = fmt.Sprintf("spec.identity.parts[%d].sources", i)
+		}
+		for j, src := range c[:max(len(c)-1, 0)] {
+			http := src.Type == v1alpha1.IdentityMethod || src.Type == v1alpha1.IdentityPathPrefix
+			if src.Type != v1alpha1.IdentityFixed && (!http || envoy) {
+				continue
+			}
+			w = append(w, fmt.Sprintf("%s[%d] onwards is never read: %s[%d] (%s) yields a value for every request", path, j+1, path, j, src.Type))
+			break
+		}
 	}
 	return w
 }

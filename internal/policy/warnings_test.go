@@ -73,6 +73,18 @@ var warningCases = []warningCase{
 	}, want: [][]string{{"spec.hotKeys.shards: 2 shards"}, {"spec.hotKeys.shards: changing 1 to 2 moves the budget to other keys", "full quota"}}},
 	{name: "leases Off", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.HotKeys = &v1alpha1.HotKeys{Leases: v1alpha1.LeaseModeOff} }},
 
+	// Sources no request reaches: after one that always yields.
+	{name: "a source after a Fixed one", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		p.Spec.Identity.Sources = append([]v1alpha1.IdentitySource{{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "all"}}},
+			p.Spec.Identity.Sources...)
+	}, want: [][]string{{"spec.identity.sources[1] onwards is never read", "sources[0] (Fixed) yields a value for every request"}}},
+	{name: "a source after Method in a part", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		key := p.Spec.Identity.Sources
+		p.Spec.Identity.Sources = nil
+		p.Spec.Identity.Parts = []v1alpha1.IdentityPart{{Sources: key},
+			{Sources: append([]v1alpha1.IdentitySource{{Type: v1alpha1.IdentityMethod}}, key...)}}
+	}, want: [][]string{{"spec.identity.parts[1].sources[1] onwards is never read", "(Method)"}}},
+
 	// onMissing Skip: leaving the identity out escapes the limit.
 	{name: "onMissing Skip", mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Identity.OnMissing = v1alpha1.MissingIdentitySkip },
 		want: [][]string{{"spec.identity.onMissing: Skip", "a client escapes this limit by leaving its identity out"}}},
