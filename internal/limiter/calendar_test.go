@@ -451,3 +451,34 @@ func TestCalendarDenyCacheKeepsTheBoundary(t *testing.T) {
 		near(t, fmt.Sprint("denial ", i, " retry-after"), d.RetryAfter, 10*24*time.Hour)
 	}
 }
+
+// TestCalendarOnTheCluster: on a 3-primary Redis Cluster whose nodes share a controlled
+// clock, a month of 30 spread over 3 shards (one per primary) and a per-caller month of 3
+// each admit exactly their quota across the month end, every call on one slot.
+func TestCalendarOnTheCluster(t *testing.T) {
+	redistest.RequireRedis(t)
+	clock := redistest.NewClock(t)
+	cl := redistest.StartCluster(t, 3, redistest.WithNodeOptions(redistest.WithClock(clock)))
+	rdb := cl.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := newLimiter(t, rdb, Options{Pipelining: true})
+	zone := "Asia/Tokyo"
+	end := local(t, zone, "2028-03-01 00:00:00.000") // after a leap day
+	global := shardedPolicy(t, FixedWindow, 3, false, calLimit(t, "month", 30, calendar.Month, zone))
+	perCaller := newPolicy(t, FixedWindow, FailClosed, calLimit(t, "month", 3, calendar.Month, zone))
+	for _, at := range []time.Time{end.Add(-time.Minute), end} {
+		clock.Set(t, at)
+		var all, callers int
+		for i := range 40 {
+			if d := mustCheck(t, l, global, Request{Identity: "all"}); d.Allowed {
+				all++
+			}
+			if d := mustCheck(t, l, perCaller, Request{Identity: fmt.Sprint("caller-", i%10)}); d.Allowed {
+				callers++
+			}
+		}
+		if all != 30 || callers != 30 {
+			t.Fatalf("at %s: the shared month admitted %d of 30, ten callers %d of 3 each", at, all, callers)
+		}
+	}
+}
