@@ -56,6 +56,7 @@ func TestJourney(t *testing.T) {
 		{"samples applied: Ready; a bad policy refused by the webhook", j.samples},
 		{"example app: 200 × limit, then 429 with RateLimit headers", j.exampleApp},
 		{"policy edit reaches running sidecars", j.policyEdit},
+		{"calendar quota: Retry-After to the next local midnight", j.calendarQuota},
 		{"shared service answers forward auth for a gateway pod", j.sharedService},
 		{"Redis pod deleted: failure modes, then Redis", j.redisFaults},
 		{"leader manager pod deleted: the other replica takes over", j.leaderHandover},
