@@ -54,7 +54,7 @@ type Limit struct {
 	// calendar counts requests per calendar day, week or month in a time zone instead of per
 	// period: "3 per calendar month in Europe/Berlin" starts afresh at local midnight on the
 	// 1st, whatever the month's length or its DST changes. Only for the FixedWindow
-	// algorithm, and not yet with hotKeys.leases On. Set exactly one of period and calendar.
+	// algorithm. Set exactly one of period and calendar.
 	// +optional
 	Calendar *CalendarPeriod `json:"calendar,omitempty"`
 
