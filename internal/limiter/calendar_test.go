@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -479,6 +480,32 @@ func TestCalendarOnTheCluster(t *testing.T) {
 		}
 		if all != 30 || callers != 30 {
 			t.Fatalf("at %s: the shared month admitted %d of 30, ten callers %d of 3 each", at, all, callers)
+		}
+	}
+}
+
+// TestCalendarWindowRefused: a caller (any tenant may FCALL the script with arguments of its
+// own) that sends a window not "start:end" gets an ERR reply, and nothing is written.
+func TestCalendarWindowRefused(t *testing.T) {
+	_, rdb := standalone(t)
+	p := newPolicy(t, FixedWindow, FailClosed, calLimit(t, "month", 3, calendar.Month, "UTC"), perHour("hour", 5))
+	for _, bad := range []string{"1:2:3", "-5:10", "abc", "1:", ":9"} {
+		for _, single := range []bool{true, false} {
+			args := p.Args(Request{Identity: "x"})
+			keys := p.Keys("x", "")
+			if single {
+				args, keys = append(append([]any(nil), args[:3]...), args[3], bad), keys[:1]
+			} else {
+				args = append([]any(nil), args...)
+				args[4] = bad
+			}
+			_, err := evalOne(context.Background(), rdb, p.script, keys, args)
+			if err == nil || !strings.Contains(err.Error(), "calendar window") {
+				t.Errorf("window %q (single %v): %v, want a refusal", bad, single, err)
+			}
+			if n, _ := rdb.Exists(context.Background(), keys...).Result(); n != 0 {
+				t.Errorf("window %q (single %v): %d keys written", bad, single, n)
+			}
 		}
 	}
 }

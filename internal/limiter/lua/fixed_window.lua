@@ -37,8 +37,9 @@
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
 --              limit without an idempotency key: TIME, one MGET of one key, one SET.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
---              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
---              write, so the bound above holds whatever a caller sends.
+--              agree, a fingerprint that is not 16 bytes, a calendar window that is not
+--              "start:end"): an ERR reply before any write, so the bound above holds
+--              whatever a caller sends.
 -- @single: one limit without an idempotency key (see driver.lua). The driver has set now
 -- (µs, server clock), v (the state key's value), cost, a, b (the limit's two arguments:
 -- numbers, or requests and a calendar window) and px (ARGV[2], which a calendar window may
@@ -49,13 +50,21 @@ local requests, period = a, b
 local win, ends, cal = 0, 0, type(period) == 'string'
 if cal then
   local s, e = string.match(period, '^(%d+):(%d+)$')
-  s, e = tonumber(s), tonumber(e)
-  if not e or now < s or now >= e then
+  if not e then
+    return redis.error_reply('ERR ratelimit: a calendar window is "start:end" in µs')
+  end
+  s, e = s + 0, e + 0
+  if now < s or now >= e then
     return {-1, now}
   end
   win, ends = e, e
-  -- The key lives an hour past the window's end, whatever ARGV[2] says.
-  px = math.max(px, math.ceil((e - now) / 1000) + 3600000)
+  -- The key lives an hour past the window's end (whole ms, rounded up), whatever ARGV[2]
+  -- says; arithmetic, not math.max and math.ceil: no calls.
+  local life = e - now + 3600000999
+  life = (life - life % 1000) / 1000
+  if life > px + 0 then
+    px = life
+  end
 else
   win = (now - now % period) / period
   ends = win * period + period
@@ -88,13 +97,21 @@ local requests, period = a, b
 local win, ends, cal = 0, 0, type(period) == 'string'
 if cal then
   local s, e = string.match(period, '^(%d+):(%d+)$')
-  s, e = tonumber(s), tonumber(e)
-  if not e or now < s or now >= e then
+  if not e then
+    return redis.error_reply('ERR ratelimit: a calendar window is "start:end" in µs')
+  end
+  s, e = s + 0, e + 0
+  if now < s or now >= e then
     return {-1, now}
   end
   win, ends = e, e
-  -- The key lives an hour past the window's end, whatever ARGV[2] says.
-  px = math.max(px, math.ceil((e - now) / 1000) + 3600000)
+  -- The key lives an hour past the window's end (whole ms, rounded up), whatever ARGV[2]
+  -- says; arithmetic, not math.max and math.ceil: no calls.
+  local life = e - now + 3600000999
+  life = (life - life % 1000) / 1000
+  if life > px + 0 then
+    px = life
+  end
 else
   win = math.floor(now / period)
   ends = (win + 1) * period
