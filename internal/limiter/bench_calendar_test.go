@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 )
 
@@ -16,9 +14,7 @@ import (
 // window and compares it with TIME). redis-µs/call is the script's own cost on the server
 // (EVALSHA's usec_per_call over the run).
 func BenchmarkCheckCalendar(b *testing.B) {
-	srv, _ := standalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { _ = rdb.Close() })
+	rdb := benchRedis(b)
 	day, err := calendar.New(calendar.Day, "Europe/Berlin")
 	if err != nil {
 		b.Fatal(err)

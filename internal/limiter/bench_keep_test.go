@@ -18,9 +18,7 @@ import (
 // usec_per_call from INFO commandstats over the run, the figure the load of other
 // processes on the machine moves least.
 func BenchmarkCheckKeepUsage(b *testing.B) {
-	srv, _ := standalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { _ = rdb.Close() })
+	rdb := benchRedis(b)
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
 		for _, keep := range []bool{false, true} {
 			p := newPolicy(b, alg, FailOpen, Limit{Name: "per-second", Requests: 100, Period: time.Second})

@@ -14,9 +14,7 @@ import (
 // trip per check (direct) and coalesced into pipelines, with 64 concurrent callers over 10,000
 // identities. The full table with Redis µs/call and the redis-benchmark ceiling is `make bench`.
 func BenchmarkCheck(b *testing.B) {
-	srv, _ := standalone(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { _ = rdb.Close() })
+	rdb := benchRedis(b)
 	for _, alg := range algorithms {
 		p := newPolicy(b, alg, FailOpen, Limit{Name: "per-second", Requests: 100, Period: time.Second})
 		for _, piped := range []bool{false, true} {
@@ -26,6 +24,16 @@ func BenchmarkCheck(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchRedis starts a redis-server and returns a client on it sized for 64 callers, with
+// socket deadlines (as redisconn builds it).
+func benchRedis(b *testing.B) *redis.Client {
+	b.Helper()
+	srv, _ := standalone(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // checkParallel runs b.N checks of p from 64 callers (32 x GOMAXPROCS 2) over 10,000

@@ -65,31 +65,33 @@ func (c *calendarLimit) window(at time.Time) *calendarWindow {
 }
 
 // commonArgs is the common check's ARGV at server time at: the cached one while at is in
-// its windows, else a new one from build (which fills the windows holding at).
-func (c *calendarLimits) commonArgs(at time.Time, build func() []any) []any {
+// its windows, else a new one from build (which fills the windows holding at and says
+// where they overlap).
+func (c *calendarLimits) commonArgs(at time.Time, build func() (args []any, from, until time.Time)) []any {
 	if a := c.common.Load(); a != nil && !at.Before(a.from) && at.Before(a.until) {
 		return a.args
 	}
-	a := &calendarArgs{args: build()}
-	for i := range c.limits {
-		w := c.limits[i].window(at)
-		if a.from.IsZero() || w.start.After(a.from) {
-			a.from = w.start
-		}
-		if a.until.IsZero() || w.end.Before(a.until) {
-			a.until = w.end
-		}
-	}
+	a := &calendarArgs{}
+	a.args, a.from, a.until = build()
 	c.common.Store(a)
 	return a.args
 }
 
-// fill puts the calendar windows holding at into limits (a copy of the policy's limitArg).
-// The script keeps each key until an hour past its window's end, whatever the TTL.
-func (c *calendarLimits) fill(limits []any, at time.Time) {
+// fill puts the calendar windows holding at into limits (a copy of the policy's limitArg)
+// and returns [from, until), where they all overlap. The script keeps each key until an
+// hour past its window's end, whatever the TTL.
+func (c *calendarLimits) fill(limits []any, at time.Time) (from, until time.Time) {
 	for i := range c.limits {
-		limits[c.limits[i].arg] = c.limits[i].window(at).arg
+		w := c.limits[i].window(at)
+		limits[c.limits[i].arg] = w.arg
+		if from.IsZero() || w.start.After(from) {
+			from = w.start
+		}
+		if until.IsZero() || w.end.Before(until) {
+			until = w.end
+		}
 	}
+	return from, until
 }
 
 // staleWindow reports the server time of a reply that says the server clock is outside a
@@ -107,15 +109,12 @@ func staleWindow(v any) (time.Time, bool) {
 	return time.UnixMicro(now), true
 }
 
-// Now is the Redis server's clock as the limiter knows it (see serverNow).
-func (l *Limiter) Now() time.Time { return l.serverNow() }
-
 // HasCalendar reports whether the policy has calendar limits.
 func (p *Policy) HasCalendar() bool { return p.calendars != nil }
 
-// serverNow is the limiter's estimate of the Redis server clock: its own clock, corrected
-// by what the last stale-window reply said.
-func (l *Limiter) serverNow() time.Time {
+// Now is the limiter's estimate of the Redis server clock: its own clock (Options.Now),
+// corrected by what the last stale-window reply said. Calendar windows are picked on it.
+func (l *Limiter) Now() time.Time {
 	return l.opts.Now().Add(time.Duration(l.clockOffset.Load()))
 }
 

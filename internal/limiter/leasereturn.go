@@ -39,7 +39,7 @@ func (t *localTier) returnLease(ctx context.Context, p *Policy, prev *lease) err
 	keys := leaseKeys(prev.state, t.newID(), prev)
 	cctx, cancel := context.WithTimeout(ctx, t.core.callTimeout())
 	defer cancel()
-	v, err := t.core.evalScript(cctx, p.leaseScript, keys, p.leaseArgs(0, t.opts.Share, prev, t.core.serverNow()))
+	v, err := t.core.evalScript(cctx, p.leaseScript, keys, p.leaseArgs(0, t.opts.Share, prev, t.core.Now()))
 	if err != nil {
 		return fmt.Errorf("policy %s/%s: returning a lease: %w", p.Namespace, p.Name, err)
 	}

@@ -94,7 +94,7 @@ type Limiter struct {
 	// (ContextTimeoutEnabled), so a direct call needs no watcher goroutine.
 	socketDeadlines bool
 	// clockOffset is how far (ns) the Redis server clock runs ahead of opts.Now, as the last
-	// stale-window reply said (see serverNow): the windows of calendar limits are computed
+	// stale-window reply said (see Now): the windows of calendar limits are computed
 	// on the server's time.
 	clockOffset atomic.Int64
 }
@@ -226,8 +226,11 @@ func (l *Limiter) failed(ctx context.Context, b *breaker, err error) {
 // window just ended, or the sidecar's clock is off), it asks again with the windows of the
 // time the server gave, at most twice: nothing was read or written.
 func (l *Limiter) evalAt(ctx context.Context, p *Policy, keys []string, r Request) (any, error) {
-	v, err := l.eval(ctx, p, keys, p.ArgsAt(r, l.serverNow()))
-	for again := 0; err == nil && again < 2 && p.calendars != nil; again++ {
+	if p.calendars == nil { // no windows: no clock to read
+		return l.eval(ctx, p, keys, p.ArgsAt(r, time.Time{}))
+	}
+	v, err := l.eval(ctx, p, keys, p.ArgsAt(r, l.Now()))
+	for again := 0; err == nil && again < 2; again++ {
 		at, stale := staleWindow(v)
 		if !stale {
 			break

@@ -194,7 +194,7 @@ func (t *localTier) takeLease(ctx context.Context, p *Policy, r Request, e *leas
 	}
 	sent := t.core.now()
 	cctx, cancel := context.WithTimeout(ctx, t.core.callTimeout())
-	round := t.core.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, t.opts.Share, prev, t.core.serverNow()), t.opts.AckTimeout)
+	round := t.core.leaseRoundTrip(cctx, p.leaseScript, keys, p.leaseArgs(want, t.opts.Share, prev, t.core.Now()), t.opts.AckTimeout)
 	cancel()
 	if err := round.err; err != nil {
 		e.settle(nil, time.Time{})

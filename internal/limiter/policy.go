@@ -314,7 +314,7 @@ func Horizon(a Algorithm, ls []Limit) time.Duration {
 	for _, l := range ls {
 		var need time.Duration
 		if l.Calendar != nil {
-			continue
+			continue // its keys' PX reaches past its window's end
 		}
 		switch a {
 		case SlidingWindow:
@@ -379,13 +379,17 @@ func (p *Policy) Keys(identity, requestID string) []string {
 	return keys
 }
 
-// Args is ArgsAt(r, time.Now()).
+// Args is ArgsAt(r, time.Now()); the clock is read only for a policy with calendar limits.
 func (p *Policy) Args(r Request) []any {
-	return p.ArgsAt(r, time.Now())
+	var at time.Time
+	if p.calendars != nil {
+		at = time.Now()
+	}
+	return p.ArgsAt(r, at)
 }
 
 // ArgsAt returns ARGV for one check of r at server time at (which picks the windows of
-// calendar limits), in the order the script reads it: cost, TTL, the
+// calendar limits; unused without them), in the order the script reads it: cost, TTL, the
 // idempotency TTL ("0" unless r is idempotent: it has a request id and the policy has
 // idempotency), for an idempotent check the request's fingerprint and the replay bound, then
 // the limits. The slice is shared for the common case (cost 1, not idempotent): do not
@@ -407,18 +411,20 @@ func (p *Policy) ArgsAt(r Request, at time.Time) []any {
 // calendarArgs is ArgsAt for a policy with calendar limits: the windows holding at fill
 // the limits' places. The common check's ARGV is shared while the windows last.
 func (p *Policy) calendarArgs(r Request, cost int64, at time.Time) []any {
-	build := func(fp string) []any {
-		args := p.buildArgs(cost, fp)
-		p.calendars.fill(args[len(args)-len(p.limitArg):], at)
-		return args
+	build := func(fp string) (args []any, from, until time.Time) {
+		args = p.buildArgs(cost, fp)
+		from, until = p.calendars.fill(args[len(args)-len(p.limitArg):], at)
+		return args, from, until
 	}
+	if cost == 1 && !p.idempotent(r) {
+		return p.calendars.commonArgs(at, func() ([]any, time.Time, time.Time) { return build("") })
+	}
+	fp := ""
 	if p.idempotent(r) {
-		return build(p.fingerprint(r, cost))
+		fp = p.fingerprint(r, cost)
 	}
-	if cost == 1 {
-		return p.calendars.commonArgs(at, func() []any { return build("") })
-	}
-	return build("")
+	args, _, _ := build(fp)
+	return args
 }
 
 // idempotent reports whether a check of r uses the policy's idempotency key.

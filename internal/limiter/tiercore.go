@@ -11,8 +11,8 @@ import (
 // ways of calling a script (acknowledged by the replicas, or plain). *Limiter implements it;
 // the local tier holds nothing else of the core.
 type tierCore interface {
-	now() time.Time
-	serverNow() time.Time
+	now() time.Time // this process's clock (Options.Now)
+	Now() time.Time // the Redis server's, as the limiter knows it
 	learnClock(server time.Time)
 	callTimeout() time.Duration
 	breakerFor(ctx context.Context, key string) *breaker
