@@ -114,6 +114,7 @@ func TestFaultRestartMidReconcile(t *testing.T) {
 	})
 	t.Logf("third manager: all %d Ready after %s", n, time.Since(start).Round(10*time.Millisecond))
 	checkConverged(t, e, ns, names)
+	waitScriptsLoaded(t, e, ns, names...)
 	if err := scriptsLoaded(ctxFor(t), rds.Client()); err != nil {
 		t.Errorf("redis: %v", err)
 	}

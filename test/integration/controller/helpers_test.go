@@ -199,13 +199,23 @@ func policyNames(s *snapshot.Snapshot) []string {
 	return out
 }
 
-// scriptSHAs are the SHAs of every limiter script.
+// scriptSHAs are the SHAs of every script the loader keeps on Redis (lease scripts too).
 func scriptSHAs() []string {
 	var out []string
-	for _, s := range limiter.Scripts() {
+	for _, s := range limiter.AllScripts() {
 		out = append(out, s.SHA)
 	}
 	return out
+}
+
+// waitScriptsLoaded waits until each named policy reports ScriptsLoaded=True for its
+// generation. Ready means published, which does not wait for Redis: a test that then looks
+// for the scripts on Redis must wait for this condition, or it races the loader.
+func waitScriptsLoaded(t testing.TB, e *kube.Env, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		waitCondition(t, e, ns, name, v1alpha1.ConditionScriptsLoaded, metav1.ConditionTrue, v1alpha1.ReasonScriptsLoaded)
+	}
 }
 
 // scriptsLoaded says which limiter scripts are missing on one Redis node.

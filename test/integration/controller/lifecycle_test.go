@@ -30,6 +30,7 @@ func TestCreateReady(t *testing.T) {
 	create(t, e, p)
 	got := waitReady(t, e, ns, "orders")
 	checkReadyPolicy(t, e, got, standaloneTopology(standby).Addrs, "standalone")
+	waitScriptsLoaded(t, e, ns, "orders")
 	if err := scriptsLoaded(ctxFor(t), standby.Client()); err != nil {
 		t.Fatalf("standalone primary: %v", err)
 	}

@@ -36,6 +36,7 @@ func TestEveryClusterPrimary(t *testing.T) {
 	create(t, e, newPolicy(ns, "edge", 10))
 	got := waitReady(t, e, ns, "edge")
 	checkReadyPolicy(t, e, got, topo.Addrs, "cluster")
+	waitScriptsLoaded(t, e, ns, "edge")
 	ctx := ctxFor(t)
 	primaries := cluster.Primaries()
 	for i, p := range primaries {

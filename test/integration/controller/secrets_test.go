@@ -60,6 +60,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	for _, name := range names {
 		waitReady(t, e, ns, name)
 	}
+	waitScriptsLoaded(t, e, ns, names...)
 	if err := scriptsLoaded(ctxFor(t), rds.Client()); err != nil {
 		t.Fatalf("scripts not loaded with the right password: %v", err)
 	}
