@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func functionsPolicy(t testing.TB, p *Policy) *Policy {
 // TestFunctionsDecideAsScripts: a policy calling its script as a Redis function (FCALL, as
 // sidecars of per-namespace users do) decides exactly as with EVALSHA, for every algorithm,
 // with two limits, weights, idempotent replays and denials, with and without pipelining:
-// the same body runs either way.
+// the same body runs either way. Peeks (their own functions) read the same usage.
 func TestFunctionsDecideAsScripts(t *testing.T) {
 	_, rdb := standalone(t)
 	loadLibraries(t, rdb)
@@ -51,9 +52,22 @@ func TestFunctionsDecideAsScripts(t *testing.T) {
 				if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Replayed != b.Replayed || a.LimitName != b.LimitName {
 					t.Errorf("%s pipelining=%v check %d: EVALSHA %+v, FCALL %+v", alg, pipelining, i, a, b)
 				}
+				pa, pb := l.Peek(context.Background(), byScript, r), l.Peek(context.Background(), byFunction, r)
+				if pa.Source != SourceRedis || pb.Source != SourceRedis || !reflect.DeepEqual(usedOf(pa), usedOf(pb)) || pa.Allowed != pb.Allowed {
+					t.Errorf("%s pipelining=%v peek %d: EVALSHA %+v, FCALL %+v", alg, pipelining, i, pa, pb)
+				}
 			}
 		}
 	}
+}
+
+// usedOf is what a peek read as used of each limit.
+func usedOf(p Peek) []int64 {
+	out := make([]int64, len(p.Limits))
+	for i, s := range p.Limits {
+		out[i] = s.Used()
+	}
+	return out
 }
 
 // TestMissingFunctionIsTheFailureModesNeverEval: a function the manager has not loaded (a

@@ -222,23 +222,12 @@ func (l *Limiter) failed(ctx context.Context, b *breaker, err error) {
 }
 
 // evalAt sends the script call with the calendar windows (if any) of the server's time as
-// the limiter knows it. When the script answers that the server clock is outside one (a
-// window just ended, or the sidecar's clock is off), it asks again with the windows of the
-// time the server gave, at most twice: nothing was read or written.
+// the limiter knows it (see atServerTime).
 func (l *Limiter) evalAt(ctx context.Context, p *Policy, keys []string, r Request) (any, error) {
-	if p.calendars == nil { // no windows: no clock to read
+	if p.calendars == nil { // no windows: no clock to read, no closure to allocate
 		return l.eval(ctx, p, keys, p.ArgsAt(r, time.Time{}))
 	}
-	v, err := l.eval(ctx, p, keys, p.ArgsAt(r, l.Now()))
-	for again := 0; err == nil && again < 2; again++ {
-		at, stale := staleWindow(v)
-		if !stale {
-			break
-		}
-		l.learnClock(at)
-		v, err = l.eval(ctx, p, keys, p.ArgsAt(r, at))
-	}
-	return v, err
+	return l.atServerTime(p, func(at time.Time) (any, error) { return l.eval(ctx, p, keys, p.ArgsAt(r, at)) })
 }
 
 // eval sends the script call, through the batcher when pipelining is on. Timeout is enforced

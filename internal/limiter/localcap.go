@@ -65,3 +65,21 @@ func (c *localCap) take(identity string, cost int64, clock func() time.Time) (bo
 	w.count += cost
 	return true, c.requests - w.count, 0
 }
+
+// peek is take without taking: what take would answer for cost now, counting nothing (and
+// remembering no identity it has not seen).
+func (c *localCap) peek(identity string, cost int64, clock func() time.Time) (bool, int64, time.Duration) {
+	now := clock()
+	count, start := int64(0), now
+	if w, ok := c.windows.Peek(keylayout.EncodeValue(identity)); ok {
+		w.mu.Lock()
+		if !w.start.IsZero() && now.Sub(w.start) < c.period {
+			count, start = w.count, w.start
+		}
+		w.mu.Unlock()
+	}
+	if count+cost > c.requests {
+		return false, c.requests - count, c.period - now.Sub(start)
+	}
+	return true, c.requests - count, 0
+}

@@ -111,6 +111,8 @@ type Policy struct {
 	script *Script
 	// leaseScript takes and returns leases (the local tier).
 	leaseScript *Script
+	// peekScript decides without writing (Limiter.Peek).
+	peekScript *Script
 	// shards are the parts of a sharded policy; nil when not sharded.
 	shards *shardSet
 	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
@@ -147,9 +149,10 @@ func NewPolicy(c Spec) (*Policy, error) {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
 	c.Limits = withCalendarPeriods(c.Limits)
-	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], serial: policySerial.Add(1)}
+	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], peekScript: peekScripts[c.Algorithm],
+		serial: policySerial.Add(1)}
 	if c.Functions {
-		p.script, p.leaseScript = s.asFunction(), p.leaseScript.asFunction()
+		p.script, p.leaseScript, p.peekScript = s.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
 	}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	errs = append(errs, checkCalendars(c)...)

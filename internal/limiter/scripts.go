@@ -55,11 +55,12 @@ type Script struct {
 // limiter's scripts are loaded as.
 const FunctionPrefix = "ratelimit_"
 
-var scripts, leaseScripts = mustLoadScripts()
+var scripts, leaseScripts, peekScripts = mustLoadScripts()
 
-func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
-	driver, leaseDriver, read := mustRead("lua/driver.lua"), mustRead("lua/lease.lua"), mustRead("lua/keep_usage.lua")
-	out, lease := map[Algorithm]*Script{}, map[Algorithm]*Script{}
+func mustLoadScripts() (algorithms, leases, peeks map[Algorithm]*Script) {
+	driver, leaseDriver, peekDriver := mustRead("lua/driver.lua"), mustRead("lua/lease.lua"), mustRead("lua/peek.lua")
+	read := mustRead("lua/keep_usage.lua")
+	out, lease, peek := map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}
 	for _, s := range []struct {
 		alg  Algorithm
 		name string
@@ -71,9 +72,10 @@ func mustLoadScripts() (algorithms, leases map[Algorithm]*Script) {
 	} {
 		alg, keeps := inlineRead(mustRead("lua/"+s.name+".lua"), read)
 		out[s.alg] = newScript(s.name, s.alg, compose(alg, withKeeps(driver, keeps)))
-		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLease(alg, withKeeps(leaseDriver, keeps)))
+		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLoop(alg, withKeeps(leaseDriver, keeps)))
+		peek[s.alg] = newScript(s.name+"_peek", s.alg, composeLoop(alg, withKeeps(peekDriver, keeps)))
 	}
-	return out, lease
+	return out, lease, peek
 }
 
 func newScript(name string, alg Algorithm, src string) *Script {
@@ -135,12 +137,12 @@ func withKeeps(driver string, keeps bool) string {
 	return strings.Replace(driver, keepsLine, keepsTrue, 1)
 }
 
-// composeLease builds an algorithm's lease script: lease.lua with the algorithm's loop body
-// (after "-- @body") inlined at its "-- @check" marker.
-func composeLease(algorithm, driver string) string {
+// composeLoop builds an algorithm's lease or peek script: the driver (lease.lua, peek.lua)
+// with the algorithm's loop body (after "-- @body") inlined at its "-- @check" marker.
+func composeLoop(algorithm, driver string) string {
 	_, body, ok := strings.Cut(algorithm, "-- @body")
 	if !ok || strings.Count(driver, "-- @check") != 1 {
-		panic("limiter lease scripts: want a -- @body marker in the algorithm and one -- @check in lease.lua")
+		panic("limiter scripts: want a -- @body marker in the algorithm and one -- @check in lease.lua and peek.lua")
 	}
 	_, body, _ = strings.Cut(body, "\n")
 	return strings.Replace(driver, "-- @check", strings.TrimRight(body, "\n"), 1)
@@ -189,9 +191,13 @@ func Scripts() []*Script { return sorted(scripts) }
 // LeaseScripts returns every algorithm's lease script (the local tier), sorted by name.
 func LeaseScripts() []*Script { return sorted(leaseScripts) }
 
-// AllScripts is Scripts and LeaseScripts, for preloading with SCRIPT LOAD or, as a function
-// library each (Library), with FUNCTION LOAD.
-func AllScripts() []*Script { return append(Scripts(), LeaseScripts()...) }
+// PeekScripts returns every algorithm's peek script (a check that writes nothing), sorted by
+// name.
+func PeekScripts() []*Script { return sorted(peekScripts) }
+
+// AllScripts is Scripts, LeaseScripts and PeekScripts, for preloading with SCRIPT LOAD or, as
+// a function library each (Library), with FUNCTION LOAD.
+func AllScripts() []*Script { return append(append(Scripts(), LeaseScripts()...), PeekScripts()...) }
 
 func sorted(m map[Algorithm]*Script) []*Script {
 	out := make([]*Script, 0, len(m))

@@ -76,6 +76,19 @@ func leaseShapes(tag string) []hostileShape {
 	}
 }
 
+// peekShapes are calls a check script takes and a peek script must not: it records nothing,
+// so it takes no idempotency key, and it decides a whole cost of 0 or more.
+func peekShapes(tag string) []hostileShape {
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	idem := []any{"1", "60000", "60000", strings.Repeat("f", 16), "3"}
+	return []hostileShape{
+		{"an idempotency key", keys(2), append(idem, shapeLimits(1)...)},
+		{"a negative cost", keys(1), append([]any{"-1", "60000", "0"}, shapeLimits(1)...)},
+		{"a cost that is no number", keys(1), append([]any{"nan", "60000", "0"}, shapeLimits(1)...)},
+		{"a fractional cost", keys(1), append([]any{"1.5", "60000", "0"}, shapeLimits(1)...)},
+	}
+}
+
 // TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (the four check scripts
 // and the four lease scripts) calls of hostile shapes and requires each refused with the
 // scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
@@ -91,6 +104,9 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		shapes := checkShapes("{shape:" + s.Name + "}")
 		if strings.HasSuffix(s.Name, "_lease") {
 			shapes = leaseShapes("{shape:" + s.Name + "}")
+		}
+		if strings.HasSuffix(s.Name, "_peek") {
+			shapes = append(shapes, peekShapes("{shape:"+s.Name+"}")...)
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

@@ -117,6 +117,11 @@ elseif weight + cost > requests then
     retry = (period - elapsed) + (1 - (requests - cost) / curr) * period
   end
 else
-  ok, r, retry, reset = true, math.floor(requests - weight - cost), 0, (bucket + 2) * period - now
+  ok, r, retry = true, math.floor(requests - weight - cost), 0
+  if curr + cost > 0 then
+    -- What this window counts drains by the end of the next one (a peek's cost 0 with
+    -- nothing counted here leaves the reset above: prev drains by this window's end).
+    reset = (bucket + 2) * period - now
+  end
   vals[i] = struct.pack('<ddd', bucket, prev, curr + cost)
 end

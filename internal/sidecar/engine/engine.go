@@ -50,6 +50,9 @@ type Check struct {
 	Fingerprint string
 	// Tier is the tier whose limits apply; nil is the rule's default tier.
 	Tier *Tier
+	// Peek decides the request as a check would and debits nothing (limiter.Peek): no
+	// lease, no idempotency record, no deny cache; RequestID is ignored.
+	Peek bool
 }
 
 // Outcome is a policy's answer to one request.
@@ -71,6 +74,11 @@ type Outcome struct {
 	// At, for a tier with calendar limits, is when Redis decided by the server's clock as the
 	// limiter knows it: the present that picks the calendar windows reported. Zero otherwise.
 	At time.Time
+	// Peeked is true for the outcome of a peek (Check.Peek): nothing was debited, and
+	// Decision.Remaining is what the reported limit holds before the request.
+	Peeked bool
+	// State is, for a peek Redis answered, every limit of the tier as it holds now.
+	State []limiter.LimitState
 }
 
 // Limits are the limits of the outcome's tier, as published.
@@ -129,13 +137,19 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
-	if lim := g.limiter(); lim != nil {
+	if lim := g.limiter(); lim != nil && c.Peek {
+		pk := lim.Peek(ctx, o.Tier.Policy, req)
+		o.Decision, o.State, o.Peeked = pk.Decision, pk.Limits, true
+		if o.Tier.Policy.HasCalendar() {
+			o.At = lim.Now()
+		}
+	} else if lim != nil {
 		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
 		if o.Tier.Policy.HasCalendar() {
 			o.At = lim.Now()
 		}
 	} else {
-		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
+		o.Decision, o.Peeked = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet), c.Peek
 	}
 	o.Allowed = o.Decision.Allowed
 	if !o.Allowed && r.Entry.Shadow {
@@ -145,14 +159,15 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 }
 
 // DecideAll checks a request against rules in order, checks[i] against rules[i], and stops
-// at the first denial, so a denied request is not debited from the rules after it. The
-// outcomes are those checked.
+// at the first denial, so a denied request is not debited from the rules after it (a peek,
+// which debits nothing, goes on, so every policy is reported). The outcomes are those
+// checked.
 func (g *Engine) DecideAll(ctx context.Context, front string, rules []*Rule, checks []Check) []Outcome {
 	out := make([]Outcome, 0, len(rules))
 	for i, r := range rules {
 		o := g.Decide(ctx, front, r, checks[i])
 		out = append(out, o)
-		if !o.Allowed {
+		if !o.Allowed && !o.Peeked {
 			break
 		}
 	}

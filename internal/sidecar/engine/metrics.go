@@ -14,6 +14,7 @@ import (
 // Metrics are the sidecar's Prometheus series. A nil *Metrics records nothing.
 type Metrics struct {
 	decisions     *prometheus.CounterVec
+	peeks         *prometheus.CounterVec
 	checkSeconds  *prometheus.HistogramVec
 	redisErrors   *prometheus.CounterVec
 	withoutRedis  *prometheus.CounterVec
@@ -36,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_decisions_total",
 			Help: "Decisions by front, policy, limit (the denying one, or the tightest for an admission; empty when no limit decided), result (allowed, denied, shadow_denied, skipped, rejected) and source."},
 			[]string{"front", "policy", "limit", "result", "source"}),
+		peeks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_peeks_total",
+			Help: "Peeks (checks that debit nothing) by front, policy and result; they are not counted in ratelimit_sidecar_decisions_total."},
+			[]string{"front", "policy", "result"}),
 		checkSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_sidecar_check_duration_seconds",
 			Help:    "Time to decide one policy check, by source (Redis is the script round trip including pipelining).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}},
@@ -66,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_policies_refused",
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
-	reg.MustRegister(m.decisions, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
+	reg.MustRegister(m.decisions, m.peeks, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -158,6 +162,10 @@ func (m *Metrics) pipelineStat(pick func(pipelines, checks uint64) uint64) func(
 // decided records one policy check.
 func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
 	if m == nil {
+		return
+	}
+	if o.Peeked {
+		m.peeks.WithLabelValues(front, o.Rule.Name(), o.Result()).Inc()
 		return
 	}
 	d := &o.Decision

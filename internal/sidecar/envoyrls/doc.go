@@ -11,7 +11,9 @@
 // identity source that yields a value: Descriptor (the value of that entry in the same
 // descriptor) or Fixed; Header, ClientIP and JWTClaim sources yield nothing on this front (use
 // Envoy's request_headers or remote_address actions to put them in a descriptor). hits_addend
-// is the cost (0 means the policy's default cost). A descriptor no policy matches is answered
+// is the cost (the request's 0 means the policy's default cost); a descriptor's own
+// hits_addend set to 0 is a peek: the descriptor is decided at the policy's default cost and
+// nothing is debited (no count, no lease, no idempotency record). A descriptor no policy matches is answered
 // OK without a current_limit, as Envoy's reference service does; a descriptor that several
 // policies match is checked against each, in name order, stopping at the first denial.
 package envoyrls

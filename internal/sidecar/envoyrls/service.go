@@ -58,7 +58,8 @@ type descriptorPlan struct {
 // Envoy's reference service does): a descriptor within its limits is debited even when
 // another descriptor of the same request is over its limit. Malformed requests (no domain,
 // no descriptors, a refused cost) are refused whole, with InvalidArgument, before anything
-// is debited. A descriptor's own hits_addend overrides the request's; is_negative_hits
+// is debited. A descriptor's own hits_addend overrides the request's, and set to 0 asks
+// for a peek: the descriptor is decided as usual and nothing is debited; is_negative_hits
 // (a refund) is refused on a descriptor that a policy matches, since the scripts only
 // debit; a descriptor's limit override is ignored: the policies alone set limits.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -165,6 +166,11 @@ func planRequest(set *engine.Set, req *rlsv3.RateLimitRequest) ([]descriptorPlan
 		if err := p.prepare(req.GetDomain(), hitsAddend(req, d)); err != nil {
 			return nil, fmt.Errorf("descriptor %d, %w", i, err)
 		}
+		if peeks(d) {
+			for j := range p.checks {
+				p.checks[j].Peek, p.checks[j].RequestID = true, ""
+			}
+		}
 	}
 	return plans, nil
 }
@@ -200,6 +206,14 @@ func hitsAddend(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor)
 		return int64(min(h.GetValue(), math.MaxInt64))
 	}
 	return int64(req.GetHitsAddend())
+}
+
+// peeks reports whether d asks for a peek: its own hits_addend set to 0. The request's
+// hits_addend cannot say it: 0 there is "not set", which Envoy's API reads as 1. A peek is
+// decided at the policy's default cost and debits nothing.
+func peeks(d *ratelimitv3.RateLimitDescriptor) bool {
+	h := d.GetHitsAddend()
+	return h != nil && h.GetValue() == 0
 }
 
 // decide checks one descriptor against its policies; none matched is no outcome.

@@ -549,3 +549,38 @@ func TestEnvoyIdempotencyBindsToDescriptor(t *testing.T) {
 		t.Errorf("one request id on 12 different descriptors: %d over the limit, want 9 (3 admitted)", over)
 	}
 }
+
+// TestEnvoyPeekDescriptor: a descriptor whose own hits_addend is 0 is a peek: decided at the
+// policy's default cost, debiting nothing, counted as a peek and not as a decision. Fifty
+// peeks leave all 10 of a limit; a peek beside a real hit in one request sees the hit
+// debited and itself not; once the limit is spent a peek says OVER_LIMIT with 0 remaining,
+// as the real hit after it is denied.
+func TestEnvoyPeekDescriptor(t *testing.T) {
+	h := envoyStart(t, limiter.Options{}, sidecartest.EnvoyPolicy("api", "/api", 10, time.Minute))
+	desc := func() *ratelimitv3.RateLimitDescriptor { return envoyDesc("route", "/api", "user", "u") }
+	peek := func() *ratelimitv3.RateLimitDescriptor { return withHits(desc(), 0) }
+	for i := range 50 {
+		r := h.envoyCall(t, envoyReq(0, peek()))
+		envoyWantStatus(t, fmt.Sprintf("peek %d", i), r.GetStatuses()[0], codeOK, 10, 0, time.Minute)
+	}
+	r := h.envoyCall(t, envoyReq(0, desc(), peek()))
+	envoyWantStatus(t, "the hit beside a peek", r.GetStatuses()[0], codeOK, 9, 0, time.Minute)
+	envoyWantStatus(t, "the peek beside a hit", r.GetStatuses()[1], codeOK, 9, 0, time.Minute)
+	for range 9 {
+		h.envoyCall(t, envoyReq(0, desc()))
+	}
+	r = h.envoyCall(t, envoyReq(0, peek()))
+	envoyWantStatus(t, "peek once spent", r.GetStatuses()[0], overLimit, 0, time.Second, time.Minute)
+	if r.GetOverallCode() != overLimit {
+		t.Errorf("peek once spent: overall %v, want OVER_LIMIT", r.GetOverallCode())
+	}
+	if r := h.envoyCall(t, envoyReq(0, desc())); r.GetOverallCode() != overLimit {
+		t.Errorf("the 11th hit: %v, want OVER_LIMIT", r.GetOverallCode())
+	}
+	peeks := sidecartest.MetricValue(h.t, h.reg, "ratelimit_sidecar_peeks_total",
+		map[string]string{"front": envoyrls.FrontName, "policy": "api", "result": "allowed"})
+	allowed := h.envoyDecisions("api", "allowed", "Redis")
+	if peeks != 51 || allowed != 10 {
+		t.Errorf("metrics: %v allowed peeks and %v allowed decisions, want 51 and 10", peeks, allowed)
+	}
+}

@@ -1,7 +1,9 @@
 // Package httpcheck is the sidecar's HTTP JSON check API: POST /v1/check names a policy and
 // states the caller's identity, cost and request id (and, for a policy with tiers, the
 // tier or the request that chooses it); the answer is the engine's decision, 200 when
-// allowed and 429 when denied, with the RateLimit headers. POST /v1/plan takes the same
+// allowed and 429 when denied, with the RateLimit headers. With "peek": true it is what
+// the check would decide now, debiting nothing, with every limit's usage. POST /v1/plan
+// takes the same
 // body and answers which tier and limits apply, debiting nothing. Errors are a
 // jsonreply.ErrorBody naming the field at fault.
 package httpcheck
@@ -24,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
 // FrontName names the check API in metrics and logs.
@@ -60,6 +63,10 @@ type Request struct {
 	Tier string `json:"tier,omitempty"`
 	// Request describes the request being limited, for the policy's tier conditions.
 	Request *Attributes `json:"request,omitempty"`
+	// Peek asks what a check of this request would decide now, debiting nothing: no count,
+	// no lease, no request id recorded (a peek takes none: RequestID must be empty). The
+	// answer carries every limit's usage (Response.Limits).
+	Peek bool `json:"peek,omitempty"`
 }
 
 // Attributes are what a tier condition can read of the request being limited.
@@ -100,6 +107,13 @@ type Response struct {
 	SnapshotVersion string `json:"snapshotVersion"`
 	// Tier is the tier whose limits were checked.
 	Tier string `json:"tier,omitempty"`
+	// Peek is true for the answer to a peek: nothing was debited, and Remaining is what the
+	// reported limit holds before the request.
+	Peek bool `json:"peek,omitempty"`
+	// Limits, for a peek Redis answered, is every limit of the tier: its quota, what the
+	// identity has used and has left, when it is full again, and how long this request
+	// would wait on it.
+	Limits []usage.Limit `json:"limits,omitempty"`
 }
 
 // Handler serves POST /v1/check.
@@ -185,7 +199,7 @@ func checkOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 		}
 	}
 	return rule, engine.Check{Identity: id, HasIdentity: hasID, Cost: cost,
-		RequestID: req.RequestID, Fingerprint: req.Fingerprint, Tier: tier}, 0, nil
+		RequestID: req.RequestID, Fingerprint: req.Fingerprint, Tier: tier, Peek: req.Peek}, 0, nil
 }
 
 // readRequest decodes a body: JSON, one object, known fields only, a policy named.
@@ -220,6 +234,9 @@ func Decode(data []byte, req *Request) error {
 	if req.Cost < 0 {
 		return fmt.Errorf("cost: %d is negative", req.Cost)
 	}
+	if req.Peek && req.RequestID != "" {
+		return errors.New("requestId: a peek records nothing, so it takes no request id")
+	}
 	if req.Tier != "" && req.Request != nil {
 		return errors.New("tier: set tier or request, not both: request chooses the tier by the policy's conditions")
 	}
@@ -234,6 +251,9 @@ func response(o *engine.Outcome, version string) Response {
 		Tier: o.Tier.Name}
 	if d.RetryAfter < 0 {
 		resp.RetryAfterMs = -1
+	}
+	if o.Peeked {
+		resp.Peek, resp.Limits = true, usage.Limits(o.State)
 	}
 	return resp
 }

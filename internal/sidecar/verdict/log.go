@@ -21,8 +21,8 @@ func logDenials(log logr.Logger, front string, outs []engine.Outcome) {
 	}
 	for i := range outs {
 		o := &outs[i]
-		if o.Allowed && !o.Shadowed {
-			continue
+		if o.Allowed && !o.Shadowed || o.Peeked {
+			continue // a peek denies nothing
 		}
 		d := &o.Decision
 		log.Info(deniedMessage, "front", front, "policy", o.Rule.Name(), "result", o.Result(), "limit", d.DeniedBy,
