@@ -51,6 +51,7 @@ type options struct {
 	tenancy       tenancyOptions
 	memory        memoryOptions
 	gateway       gatewayOptions
+	usage         usageOptions
 	zap           zap.Options
 }
 
@@ -84,6 +85,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.tenancy.bind(fs)
 	o.memory.bind(fs)
 	o.gateway.bind(fs)
+	o.usage.bind(fs)
 	o.zap.BindFlags(fs)
 }
 
@@ -147,6 +149,11 @@ func run(o options) error {
 	if err := o.tenancy.setup(mgr, nodes, o.redis, o.scriptResync, o.keyPrefix); err != nil {
 		return err
 	}
+	closeUsage, err := o.usage.setup(mgr, rdb)
+	if err != nil {
+		return err
+	}
+	defer closeUsage()
 	if o.webhooks {
 		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
 			return fmt.Errorf("set up webhooks: %w", err)

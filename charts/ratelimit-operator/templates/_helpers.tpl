@@ -70,6 +70,9 @@ is left out so the binary's default applies. */}}
 {{- $a = append $a (printf "--metrics-bind-address=%s" (ternary (printf ":%v" $v.metrics.port) "0" $v.metrics.enabled)) -}}
 {{- if not $v.metrics.secure }}{{ $a = append $a "--metrics-secure=false" }}{{ end -}}
 {{- $a = append $a (printf "--health-probe-bind-address=:%v" $v.healthProbe.port) -}}
+{{- $a = append $a (printf "--usage-bind-address=%s" (ternary (printf ":%v" $v.usageApi.port) "0" $v.usageApi.enabled)) -}}
+{{- if and $v.usageApi.enabled $v.usageApi.certSecret }}{{ $a = append $a "--usage-cert-dir=/var/run/secrets/ratelimit/usage-tls" }}{{ end -}}
+{{- if and $v.usageApi.enabled $v.usageApi.redisTimeout }}{{ $a = append $a (printf "--usage-redis-timeout=%s" $v.usageApi.redisTimeout) }}{{ end -}}
 {{- if $v.leaderElection.enabled }}{{ $a = append $a "--leader-elect" }}{{ end -}}
 {{- with $v.leaderElection.namespace }}{{ $a = append $a (printf "--leader-election-namespace=%s" .) }}{{ end -}}
 {{- with $v.leaderElection.leaseDuration }}{{ $a = append $a (printf "--leader-elect-lease-duration=%s" .) }}{{ end -}}

@@ -143,7 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch v.Kind {
 	case verdict.Admitted, verdict.Denied:
 		ratelimitheaders.Set(w.Header(), v.Fields)
-		jsonreply.Write(w, v.Status, response(&v.Outcomes[0], version))
+		jsonreply.Write(w, v.Status, ResponseOf(&v.Outcomes[0], version))
 	default:
 		if v.Status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", http.MethodPost)
@@ -167,16 +167,16 @@ func (h *Handler) judge(ctx context.Context, span trace.Span, r *http.Request) (
 	if err != nil {
 		return f.Refuse(span, err), ""
 	}
-	rule, c, status, err := checkOf(set, &req)
+	rule, c, status, err := CheckOf(set, &req)
 	if err != nil {
 		return f.Reject(span, status, err.Error()), ""
 	}
 	return f.One(ctx, span, rule, c), set.Version
 }
 
-// checkOf is the policy req names in set and the check it states, or the status and error
-// refusing it.
-func checkOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, error) {
+// CheckOf is the policy req names in set and the check it states, or the HTTP status and
+// error refusing it (the field at fault named). The usage API states its reads with it too.
+func CheckOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, error) {
 	rule := set.Rule(req.Policy)
 	if rule == nil {
 		return nil, engine.Check{}, http.StatusNotFound, fmt.Errorf("policy: no policy %q in namespace %q", req.Policy, set.Namespace)
@@ -243,7 +243,8 @@ func Decode(data []byte, req *Request) error {
 	return nil
 }
 
-func response(o *engine.Outcome, version string) Response {
+// ResponseOf is the answer to a check decided as o on the snapshot version.
+func ResponseOf(o *engine.Outcome, version string) Response {
 	d := &o.Decision
 	resp := Response{Policy: o.Rule.Name(), Allowed: o.Allowed, Result: o.Result(), Limit: d.LimitName,
 		Quota: d.Limit, Remaining: d.Remaining, RetryAfterMs: d.RetryAfter.Milliseconds(),

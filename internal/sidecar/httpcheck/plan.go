@@ -63,7 +63,7 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	rule, c, status, err := checkOf(set, &req)
+	rule, c, status, err := CheckOf(set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
+)
+
+// usageOptions are the flags of the usage API (internal/usageapi).
+type usageOptions struct {
+	addr    string
+	certDir string
+	timeout time.Duration
+}
+
+func (u *usageOptions) bind(fs *flag.FlagSet) {
+	fs.StringVar(&u.addr, "usage-bind-address", "0",
+		"Address the usage API (HTTPS; TokenReview and SubjectAccessReview on ratelimitpolicies/usage) binds to, e.g. :8445; 0 disables it.")
+	fs.StringVar(&u.certDir, "usage-cert-dir", "",
+		"Directory of the usage API's tls.crt and tls.key, reloaded on change; absent files are made self-signed there (default: a self-signed pair in memory).")
+	fs.DurationVar(&u.timeout, "usage-redis-timeout", time.Second, "How long a usage read waits for Redis.")
+}
+
+// setup adds the usage API to mgr, reading Redis through rdb; nothing when it is off. The
+// returned function releases the limiter it made.
+func (u *usageOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient) (func(), error) {
+	if u.addr == "0" || u.addr == "" {
+		return func() {}, nil
+	}
+	lim, err := limiter.New(rdb, limiter.Options{Timeout: u.timeout})
+	if err != nil {
+		return nil, fmt.Errorf("usage api limiter: %w", err)
+	}
+	guard, err := usageapi.NewGuard(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		lim.Close()
+		return nil, fmt.Errorf("usage api: %w", err)
+	}
+	log := ctrl.Log.WithName("usage-api")
+	srv := usageapi.NewServer(guard, mgr.GetClient(), func() *limiter.Limiter { return lim }, log)
+	if err := mgr.Add(&usageapi.Serving{Addr: u.addr, CertDir: u.certDir, Handler: srv, Log: log}); err != nil {
+		lim.Close()
+		return nil, fmt.Errorf("usage api: %w", err)
+	}
+	return lim.Close, nil
+}

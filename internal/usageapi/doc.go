@@ -1,0 +1,16 @@
+// Package usageapi is the manager's usage API: what a caller of a policy has used and has
+// left, read from Redis without writing (a peek), for the people who answer "why am I getting
+// 429s?". Every request is authenticated with the Kubernetes API (TokenReview of its bearer
+// token) and authorized with a SubjectAccessReview on the policy's usage subresource in its
+// namespace, as controller-runtime's metrics filter and kube-rbac-proxy do, so the cluster's
+// own RBAC decides who may read whose counters: a namespace's developers read their own
+// callers and no one else's.
+//
+//	GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage?identity=ID&part=V&tier=T&cost=N
+//
+// needs get on ratelimitpolicies/usage (API group policy.ratelimit.dev) for that policy in that
+// namespace. It answers as the sidecar's check API answers a peek, from the snapshot the
+// namespace's sidecars enforce: 200 when a request of the cost would be admitted now, 429
+// when it would be denied, with every limit's quota, used, remaining and time to full. The
+// kubectl plugin (cmd/kubectl-ratelimit) is the way users reach it.
+package usageapi

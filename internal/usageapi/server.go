@@ -1,0 +1,122 @@
+package usageapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+)
+
+// FrontName names the usage API where the engine names its fronts.
+const FrontName = "usage"
+
+// UsagePath is the route of a usage read.
+const UsagePath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage"
+
+// Server answers the usage API. Safe for concurrent use.
+type Server struct {
+	guard   *Guard
+	engines *engines
+	log     logr.Logger
+	mux     *http.ServeMux
+}
+
+// NewServer serves usage reads: guard decides who may, reader reads the namespaces'
+// snapshot ConfigMaps, lim (called per read: it may not exist yet) reads Redis.
+func NewServer(guard *Guard, reader client.Reader, lim func() *limiter.Limiter, log logr.Logger) *Server {
+	s := &Server{guard: guard, engines: &engines{reader: reader, limiter: lim}, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc(UsagePath, s.usage)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// usage answers one usage read: authorized first, so that another namespace's policies are
+// refused alike whether they exist or not.
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
+	act := Action{Verb: "get", Namespace: r.PathValue("namespace"), Policy: r.PathValue("policy")}
+	who, err := s.guard.Check(r, act)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	req, err := readQuery(act.Policy, r.URL.Query())
+	if err != nil {
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	g, err := s.engines.forNamespace(r.Context(), act.Namespace)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	set, err := g.Snapshot()
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	rule, c, status, err := httpcheck.CheckOf(set, &req)
+	if err != nil {
+		jsonreply.Error(w, status, err.Error())
+		return
+	}
+	o := g.Decide(r.Context(), FrontName, rule, c)
+	s.log.V(1).Info("usage read", "user", who.GetName(), "namespace", act.Namespace, "policy", act.Policy,
+		"result", o.Result(), "source", string(o.Decision.Source))
+	if o.Decision.WithoutRedis() {
+		jsonreply.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("redis could not be asked: %v", o.Decision.Err))
+		return
+	}
+	status = http.StatusOK
+	if !o.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	jsonreply.Write(w, status, httpcheck.ResponseOf(&o, set.Version))
+}
+
+// refuse answers an error: the guard's refusal as it says, no snapshot 404, else 503 (the
+// Kubernetes API or the snapshot could not be read).
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	var denied *Denied
+	switch {
+	case errors.As(err, &denied):
+		jsonreply.Error(w, denied.Status, denied.Reason)
+	case errors.Is(err, ErrNoSnapshot):
+		jsonreply.Error(w, http.StatusNotFound, err.Error())
+	default:
+		s.log.Error(err, "usage read failed")
+		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+	}
+}
+
+// readQuery is the peek a usage read states: identity or its parts, tier, cost.
+func readQuery(policy string, q url.Values) (httpcheck.Request, error) {
+	req := httpcheck.Request{Policy: policy, Identity: q.Get("identity"), Parts: q["part"], Tier: q.Get("tier"), Peek: true}
+	for name := range q {
+		switch name {
+		case "identity", "part", "tier", "cost":
+		default:
+			return req, fmt.Errorf("%s: unknown parameter (identity, part, tier and cost are read)", name)
+		}
+	}
+	if c := q.Get("cost"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 0 {
+			return req, fmt.Errorf("cost: %q is not a whole number of at least 0", c)
+		}
+		req.Cost = n
+	}
+	if req.Identity != "" && len(req.Parts) > 0 {
+		return req, errors.New("identity: state the identity or its parts, not both")
+	}
+	return req, nil
+}

@@ -1,0 +1,15 @@
+// Package usage tests the manager's usage API and the kubectl plugin that reads it, against a
+// real kube-apiserver with RBAC (TokenReview and SubjectAccessReview on real ServiceAccount
+// tokens), a real redis-server, and the manager binary.
+package usage
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+)
+
+var suite = &kube.Suite{Name: "usage"}
+
+func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
