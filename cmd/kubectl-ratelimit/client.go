@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	// serverEnv names the environment variable --server defaults to.
+	serverEnv = "RATELIMIT_USAGE_SERVER"
+	// requestTimeout bounds one call to the usage server, exec credential plugin included.
+	requestTimeout = 30 * time.Second
+	// maxBodyBytes bounds what is read of an answer.
+	maxBodyBytes = 1 << 20
+	// maxMessageBytes bounds how much of a non-JSON error body is shown.
+	maxMessageBytes = 300
+)
+
+// connectionOptions are the flags every subcommand shares: where the usage server is, how
+// to trust its certificate, and whose credentials to send it.
+type connectionOptions struct {
+	server     string
+	caFile     string
+	insecure   bool
+	token      string
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+}
+
+// addFlags registers the shared flags on the root command, for every subcommand.
+func (o *connectionOptions) addFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&o.server, "server", "", "`URL` of the operator's usage server (default $"+serverEnv+")")
+	f.StringVar(&o.caFile, "certificate-authority", "",
+		"PEM CA bundle `FILE` that signs the usage server's certificate (default: the system's roots)")
+	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", false,
+		"do not verify the usage server's certificate (loopback demos only)")
+	f.StringVar(&o.token, "token", "",
+		"bearer `TOKEN` to send to the usage server instead of the kubeconfig user's credentials")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "`PATH` of the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
+	f.StringVar(&o.overrides.CurrentContext, "context", "", "the kubeconfig `CONTEXT` to use")
+	f.StringVarP(&o.overrides.Context.Namespace, "namespace", "n", "",
+		"the `NAMESPACE` (default: the kubeconfig context's namespace, else default)")
+}
+
+// kubeConfig loads the kubeconfig as kubectl does: --kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config (in a pod, the pod's service account), with --context and -n applied.
+func (o *connectionOptions) kubeConfig() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides)
+}
+
+// namespace is -n, else the kubeconfig context's namespace, else "default" (also when there
+// is no kubeconfig at all, as with --token).
+func (o *connectionOptions) namespace() (string, error) {
+	ns, _, err := o.kubeConfig().Namespace()
+	if clientcmd.IsEmptyConfig(err) {
+		return "default", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+// usageClient calls the usage server as the caller.
+type usageClient struct {
+	// base is the server's URL, without a trailing slash.
+	base string
+	http *http.Client
+}
+
+// newClient is a client of the usage server named by --server or $RATELIMIT_USAGE_SERVER,
+// trusted as --certificate-authority / --insecure-skip-tls-verify say, sending the caller's
+// bearer token.
+func (o *connectionOptions) newClient() (*usageClient, error) {
+	base, err := o.serverURL()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := o.tlsTransport()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := o.authenticated(tr)
+	if err != nil {
+		return nil, err
+	}
+	return &usageClient{base: base, http: &http.Client{Transport: rt, Timeout: requestTimeout}}, nil
+}
+
+// serverURL is the usage server's base URL. Plain http is allowed to loopback only: the
+// bearer token would otherwise cross the network in clear.
+func (o *connectionOptions) serverURL() (string, error) {
+	raw := o.server
+	if raw == "" {
+		raw = os.Getenv(serverEnv)
+	}
+	if raw == "" {
+		return "", fmt.Errorf("no usage server: pass --server or set $%s", serverEnv)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("--server: %w", err)
+	}
+	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("--server %q: want scheme://host[:port][/path]", raw)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http":
+		return "", fmt.Errorf("--server %q: plain http would send the bearer token in clear; use https", raw)
+	default:
+		return "", fmt.Errorf("--server %q: scheme %q, want https", raw, u.Scheme)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.IsLoopback()
+}
+
+// tlsTransport is the base transport to the usage server. Its TLS is the usage server's own,
+// not the cluster's: --certificate-authority's roots (else the system's), and no client
+// certificate, so the kubeconfig's never reaches it.
+func (o *connectionOptions) tlsTransport() (*http.Transport, error) {
+	if o.insecure && o.caFile != "" {
+		return nil, errors.New("--certificate-authority and --insecure-skip-tls-verify are mutually exclusive")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.insecure {
+		cfg.InsecureSkipVerify = true // only when --insecure-skip-tls-verify asks for it
+	}
+	if o.caFile != "" {
+		pool, err := loadCAs(o.caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       cfg,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}, nil
+}
+
+// loadCAs reads a PEM CA bundle.
+func loadCAs(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(filepath.Clean(file))
+	if err != nil {
+		return nil, fmt.Errorf("--certificate-authority: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--certificate-authority %s: no PEM certificate in it", file)
+	}
+	return pool, nil
+}
+
+// statusError is an answer of the usage server with a status the command does not expect;
+// the server explains it in {"error":"message"}.
+type statusError struct {
+	code    int
+	message string
+}
+
+// Error is "403 Forbidden: message".
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.message)
+}
+
+// escapedPath joins segments into an absolute URL path, each segment path-escaped.
+func escapedPath(segments ...string) string {
+	var b strings.Builder
+	for _, s := range segments {
+		b.WriteString("/")
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}
+
+// get sends GET path?query to the usage server and returns the body of an answer whose
+// status is one of answers. Any other status is a *statusError.
+func (c *usageClient) get(ctx context.Context, path string, query url.Values, answers ...int) ([]byte, error) {
+	target := c.base + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if errors.Is(err, errNoBearerToken) {
+		return nil, errNoBearerToken // before any connection: the URL adds nothing
+	}
+	if err != nil {
+		return nil, fmt.Errorf("calling the usage server: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading the usage server's answer: %w", err)
+	}
+	for _, code := range answers {
+		if resp.StatusCode == code {
+			return body, nil
+		}
+	}
+	return nil, &statusError{code: resp.StatusCode, message: errorMessage(body)}
+}
+
+// errorMessage is the message of an error body: its "error" field, else the body's text.
+func errorMessage(body []byte) string {
+	var e errorBody
+	if err := json.Unmarshal(body, &e); err == nil && e.Error != "" {
+		return e.Error
+	}
+	text := strings.TrimSpace(string(body))
+	if text == "" {
+		return "(no message)"
+	}
+	if len(text) > maxMessageBytes {
+		text = text[:maxMessageBytes] + "…"
+	}
+	return text
+}

@@ -1,0 +1,67 @@
+// Command kubectl-ratelimit is the kubectl plugin "kubectl ratelimit": it reads a caller's
+// rate-limit usage from the ratelimit-operator's usage server.
+//
+// The usage server is not the Kubernetes API server. The plugin finds it with --server (or
+// $RATELIMIT_USAGE_SERVER) and trusts its certificate through --certificate-authority (the
+// system's roots otherwise), never through the kubeconfig's cluster CA. It calls it as the
+// kubeconfig's user, with that user's bearer token (a static token, a token file or an exec
+// credential plugin), which the usage server checks with a TokenReview and authorizes with a
+// SubjectAccessReview; --token sends another. Client certificates are never sent to it.
+//
+// Each subcommand is one file (usage.go); the flags, the HTTP client and the credentials all
+// subcommands share are in client.go and auth.go, the wire format in wire.go.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+)
+
+// main runs the plugin on the process's arguments and exits with its status.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the plugin with args and returns its exit status: 0 when the command did what
+// was asked (a usage server's answer that a request would be denied included), 1 on any error,
+// which it prints to stderr as "error: ...".
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// newRootCommand is "kubectl ratelimit" with its shared flags and every subcommand.
+func newRootCommand() *cobra.Command {
+	conn := &connectionOptions{}
+	root := &cobra.Command{
+		Use:   "kubectl-ratelimit",
+		Short: "Read rate-limit usage from the ratelimit-operator's usage server",
+		Long: `Read rate-limit usage from the ratelimit-operator's usage server.
+
+The usage server authenticates you with the bearer token of your kubeconfig's user (a static
+token, a token file or an exec credential plugin) or the one given with --token, and lets you
+read a namespace's usage when you may get ratelimitpolicies/usage there.`,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ratelimit"},
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	conn.addFlags(root)
+	root.AddCommand(newUsageCommand(conn))
+	return root
+}
