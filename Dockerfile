@@ -1,5 +1,5 @@
-# Builds every command under cmd/ (the manager and the sidecar) into one distroless, non-root
-# image. Pick the binary with the container's command.
+# Builds every command under cmd/ (the manager, the sidecar and the kubectl-ratelimit plugin)
+# into one distroless, non-root image. Pick the binary with the container's command.
 #
 # GO_IMAGE and BASE_IMAGE default to the public images; a machine without a registry builds
 # with local stand-ins under the same names (hack/cluster/images.sh base, which

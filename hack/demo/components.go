@@ -109,6 +109,9 @@ func (d *demo) startManager(ctx context.Context) error {
 		return err
 	}
 	d.addrs.managerProbes = probes
+	if d.addrs.usage, err = freeAddr(); err != nil {
+		return err
+	}
 	w := d.env.Environment.WebhookInstallOptions
 	admin := filepath.Join(d.dir, "creds-admin")
 	if err := writeCreds(admin, adminUser, d.adminPassword); err != nil {
@@ -118,7 +121,8 @@ func (d *demo) startManager(ctx context.Context) error {
 		"--redis-credentials-path", admin, "--redis-tenant-users", "--redis-tenant-password-grace", "5s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--webhook-host", w.LocalServingHost, "--webhook-port", strconv.Itoa(w.LocalServingPort),
-		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s")
+		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s",
+		"--usage-bind-address", d.addrs.usage, "--usage-cert-dir", filepath.Join(d.dir, "usage-tls"))
 	if err != nil {
 		return err
 	}

@@ -32,10 +32,10 @@ type demo struct {
 
 // addrs are the loopback endpoints of the demo's servers.
 type addrs struct {
-	redis, proxy, check, grpc, forwardAuth, caddy, sidecarMetrics, managerProbes, upstream string
+	redis, proxy, check, grpc, forwardAuth, caddy, sidecarMetrics, managerProbes, upstream, usage string
 }
 
-const steps = 16
+const steps = 17
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")
@@ -45,7 +45,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.dir = dir
 	for _, s := range []func(context.Context) error{
 		d.controlPlane, d.startRedis, d.startManager, d.applySamples, d.startSidecar,
-		d.burst, d.plans, d.override, d.quota, d.gateway, d.gatewayAPI, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
+		d.burst, d.plans, d.override, d.quota, d.usage, d.gateway, d.gatewayAPI, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
 	} {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
@@ -97,6 +97,8 @@ func (d *demo) explore(ctx context.Context) {
 	d.printf("  curl -i -H 'X-API-Key: me' http://%s/   # through Caddy, forward auth\n", d.addrs.caddy)
 	d.printf("  curl -i -d '{\"policy\":\"demo-api\",\"identity\":\"me\"}' http://%s/v1/check\n", d.addrs.check)
 	d.printf("  curl http://%s/metrics | grep ratelimit_sidecar\n", d.addrs.sidecarMetrics)
+	d.printf("  KUBECONFIG=%s PATH=%s:$PATH %s ratelimit usage -n %s demo-quota quota-quinn --server %s --certificate-authority %s\n",
+		filepath.Join(d.dir, "support.kubeconfig"), d.dir, d.opts.kubectl, d.opts.namespace, d.usageURL(), d.usageCA())
 	d.printf("  logs: %s\n", filepath.Join(d.dir, "*.log"))
 	d.printf("Ctrl-C stops everything.\n")
 	<-ctx.Done()

@@ -47,6 +47,11 @@ type Script struct {
 	cmd, payload, srcArg any
 	// fcall marks the function flavour (see asFunction): called with FCALL, never EVAL.
 	fcall bool
+	// readOnly marks a script that writes nothing (the peeks): its function is registered
+	// with the no-writes flag and called with FCALL_RO, which a user granted reads only
+	// (the manager's administrative user) may run, and which refuses any function that could
+	// write.
+	readOnly bool
 	// function is the function flavour of this script; nil on the flavour itself.
 	function *Script
 }
@@ -73,7 +78,7 @@ func mustLoadScripts() (algorithms, leases, peeks map[Algorithm]*Script) {
 		alg, keeps := inlineRead(mustRead("lua/"+s.name+".lua"), read)
 		out[s.alg] = newScript(s.name, s.alg, compose(alg, withKeeps(driver, keeps)))
 		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLoop(alg, withKeeps(leaseDriver, keeps)))
-		peek[s.alg] = newScript(s.name+"_peek", s.alg, composeLoop(alg, withKeeps(peekDriver, keeps)))
+		peek[s.alg] = readOnly(newScript(s.name+"_peek", s.alg, composeLoop(alg, withKeeps(peekDriver, keeps))))
 	}
 	return out, lease, peek
 }
@@ -89,6 +94,12 @@ func newScript(name string, alg Algorithm, src string) *Script {
 	return s
 }
 
+// readOnly marks s as writing nothing (see Script.readOnly).
+func readOnly(s *Script) *Script {
+	s.readOnly, s.function.readOnly, s.function.cmd = true, true, "fcall_ro"
+	return s
+}
+
 // asFunction is the script's function flavour: the same body, called as the Redis function
 // Function with FCALL (loaded by the manager with FUNCTION LOAD), and never sent with EVAL.
 func (s *Script) asFunction() *Script {
@@ -99,9 +110,15 @@ func (s *Script) asFunction() *Script {
 }
 
 // Library is the source of the Redis function library that holds the script as the one
-// function Function, for FUNCTION LOAD. The body is Source unchanged: KEYS and ARGV, globals
+// function Function, for FUNCTION LOAD (with the no-writes flag for a script that writes
+// nothing). The body is Source unchanged: KEYS and ARGV, globals
 // to EVAL, are the function's parameters.
 func (s *Script) Library() string {
+	if s.readOnly {
+		return "#!lua name=" + s.Function + "\n" +
+			"redis.register_function{function_name='" + s.Function + "', flags={'no-writes'}, callback=function(KEYS, ARGV)\n" +
+			s.Source + "\nend}\n"
+	}
 	return "#!lua name=" + s.Function + "\n" +
 		"redis.register_function('" + s.Function + "', function(KEYS, ARGV)\n" + s.Source + "\nend)\n"
 }

@@ -79,6 +79,9 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	if err := loadFunctions(ctx, admin); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
+	if err := usageRead(ctx, admin); err != nil {
+		errs = append(errs, fmt.Errorf("usage API: %w", err))
+	}
 	user := redisacl.User{Name: prefix + "work", PasswordHashes: []string{redisacl.HashPassword("p")},
 		KeyPatterns: []string{"{rl:work/*"}, Commands: []string{"ping"}}
 	if err := u.Ensure(ctx, user); err != nil {
@@ -94,6 +97,26 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 		errs = append(errs, fmt.Errorf("Delete: %w", err))
 	}
 	return errs
+}
+
+// usageRead is the usage API's read of a caller's usage in tenancy mode: a peek through the
+// no-writes function (FCALL_RO), every algorithm, Redis answering.
+func usageRead(ctx context.Context, admin redis.UniversalClient) error {
+	l, err := limiter.New(admin, limiter.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	for _, alg := range algorithms {
+		p, err := limitercheck.Sidecar{NS: "work", Mode: limiter.FailClosed, Functions: true}.Policy(alg, limitercheck.DefaultTag)
+		if err != nil {
+			return err
+		}
+		if pk := l.Peek(ctx, p, limiter.Request{Identity: "caller", Cost: 1}); pk.Source != limiter.SourceRedis || !pk.Allowed {
+			return fmt.Errorf("%s: peek decided by %s (allowed %v): %w", alg, pk.Source, pk.Allowed, pk.Err)
+		}
+	}
+	return nil
 }
 
 // memoryWork is the manager's Redis memory checks over nodes: every node's settings, its
@@ -182,8 +205,8 @@ func refusedFor(log []string, grant string) bool {
 func TestAdminACL(t *testing.T) {
 	t.Parallel()
 	for _, drop := range append([]string{""}, adminGrants(t)...) {
-		if strings.HasPrefix(drop, "+cluster|") {
-			continue // TestClusterUsers
+		if strings.HasPrefix(drop, "+cluster|") || drop == "+command" {
+			continue // Cluster only: TestClusterUsers
 		}
 		t.Run("without "+drop, func(t *testing.T) {
 			t.Parallel()
@@ -202,11 +225,18 @@ func TestAdminACL(t *testing.T) {
 				t.Fatalf("without %s: ACL LOG %v (errors %v); want it refused", drop, log, errs)
 			}
 			if drop == "" {
+				check := limiter.Scripts()[0].Function // a function that writes
 				for _, cmd := range [][]any{{"GET", "{rl:work/k}"}, {"DUMP", "{rl:work/k}"}, {"SET", "k", "v"}, {"FLUSHALL"},
-					{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"KEYS", "*"}} {
+					{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"KEYS", "*"},
+					{"FCALL", check, 1, "{rl:work/k}", "1", "60000", "0", "10", "60000000"}} {
 					if err := admin.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 						t.Errorf("%v as %s: %v; want NOPERM", cmd, adminUser, err)
 					}
+				}
+				// FCALL_RO, which the usage API needs, runs no function that may write.
+				if err := admin.Do(ctx, "FCALL_RO", check, 1, "{rl:work/k}", "1", "60000", "0", "10", "60000000").Err(); err == nil ||
+					!strings.Contains(err.Error(), "write") {
+					t.Errorf("FCALL_RO of the check function %s as %s: %v; want it refused for its writes", check, adminUser, err)
 				}
 			}
 		})

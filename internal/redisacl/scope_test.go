@@ -85,7 +85,8 @@ func TestTenantScope(t *testing.T) {
 }
 
 // attackKey tries to read and write key as c with every command the user is granted that
-// takes keys (MGET, SET, and FCALL of the limiter's own functions with key among KEYS), and
+// takes keys (MGET, SET, FCALL of the limiter's own functions and FCALL_RO of its peeks with
+// key among KEYS), and
 // fails the test for each attempt Redis does not refuse by ACL. It returns the number of
 // attempts.
 func attackKey(ctx context.Context, t *testing.T, c redis.UniversalClient, own, key string) int {
@@ -95,6 +96,7 @@ func attackKey(ctx context.Context, t *testing.T, c redis.UniversalClient, own, 
 		{"MGET", key}, {"MGET", own, key}, {"SET", key, "pwned"}, {"SET", key, "pwned", "PX", "1"},
 		{"FCALL", fn, "1", key, "1", "60000", "0", "1", "1000"},
 		{"FCALL", fn, "2", own, key, "1", "60000", "0", "1", "1000", "1", "1000"},
+		{"FCALL_RO", limiter.PeekScripts()[0].Function, "1", key, "1", "60000", "0", "1", "1000"},
 	}
 	for _, a := range attempts {
 		if err := c.Do(ctx, a...).Err(); !refusedByACL(err) {
@@ -117,7 +119,7 @@ func attackCommands(ctx context.Context, t *testing.T, c redis.UniversalClient, 
 		{"CONFIG", "SET", "maxmemory", "1"}, {"CONFIG", "GET", "*"}, {"SCRIPT", "FLUSH"}, {"SCRIPT", "LOAD", "return 1"},
 		{"SCRIPT", "KILL"}, {"SCRIPT", "EXISTS", limiter.Scripts()[0].SHA},
 		{"EVAL", loop, "1", own}, {"EVAL_RO", "return 1", "0"}, {"EVALSHA", limiter.Scripts()[0].SHA, "1", own},
-		{"EVALSHA_RO", limiter.Scripts()[0].SHA, "1", own}, {"FCALL_RO", limiter.Scripts()[0].Function, "1", own},
+		{"EVALSHA_RO", limiter.Scripts()[0].SHA, "1", own},
 		{"FUNCTION", "LOAD", lib}, {"FUNCTION", "LOAD", "REPLACE", lib}, {"FUNCTION", "DELETE", limiter.Scripts()[0].Function},
 		{"FUNCTION", "FLUSH"}, {"FUNCTION", "KILL"}, {"FUNCTION", "LIST"}, {"FUNCTION", "DUMP"}, {"FUNCTION", "RESTORE", "x"},
 		{"ACL", "SETUSER", prefix + "shop", "+@all", "~*"}, {"ACL", "LIST"}, {"ACL", "DELUSER", prefix + "bank"},
@@ -132,7 +134,12 @@ func attackCommands(ctx context.Context, t *testing.T, c redis.UniversalClient, 
 			t.Errorf("%v: %v; want NOPERM", cmd, err)
 		}
 	}
-	return len(direct)
+	// FCALL_RO is granted for peeks; it runs no function that may write.
+	ro := []any{"FCALL_RO", limiter.Scripts()[0].Function, "1", own, "1", "60000", "0", "1", "1000"}
+	if err := c.Do(ctx, ro...).Err(); err == nil || !strings.Contains(err.Error(), "write flag") {
+		t.Errorf("%v: %v; want it refused for the function's writes", ro, err)
+	}
+	return len(direct) + 1
 }
 
 // TestTenantPolicyNamingOtherKeys: a policy published in shop whose keys name bank's (what

@@ -127,9 +127,13 @@ func (r *rig) read(t *testing.T, token, ns, policy, identity string) (int, httpc
 	return resp.StatusCode, out, string(body)
 }
 
-// policy creates a TokenBucket policy of 5 per minute keyed by X-API-Key in ns and waits
-// until its snapshot is published.
-func (r *rig) policy(t *testing.T, ns, name string) {
+// policyName names the policy every test reads.
+const policyName = "orders"
+
+// policy creates policyName in ns, a TokenBucket policy of 5 per minute keyed by X-API-Key,
+// and waits until its snapshot is published.
+func (r *rig) policy(t *testing.T, ns string) {
+	name := policyName
 	t.Helper()
 	p := policytest.New(ns, name, policytest.Limit("per-minute", 5, time.Minute))
 	if err := r.env.Client.Create(context.Background(), p); err != nil {
@@ -160,9 +164,9 @@ func (r *rig) set(ns string) (*engine.Set, error) {
 	return s.Current(), nil
 }
 
-// spend sends n requests of identity to ns/policy as a sidecar of ns would decide them
+// spend sends n requests of identity to ns's policyName as a sidecar of ns would decide them
 // (its published snapshot, the same Redis), and returns how many were admitted.
-func (r *rig) spend(t *testing.T, ns, policy, identity string, n int) int {
+func (r *rig) spend(t *testing.T, ns, identity string, n int) int {
 	t.Helper()
 	set, err := r.set(ns)
 	if err != nil {
@@ -177,7 +181,7 @@ func (r *rig) spend(t *testing.T, ns, policy, identity string, n int) int {
 	g.SetLimiter(lim)
 	admitted := 0
 	for range n {
-		if o := g.Decide(context.Background(), "test", set.Rule(policy), engine.Check{Identity: identity, HasIdentity: true, Cost: 1}); o.Allowed {
+		if o := g.Decide(context.Background(), "test", set.Rule(policyName), engine.Check{Identity: identity, HasIdentity: true, Cost: 1}); o.Allowed {
 			admitted++
 		}
 	}

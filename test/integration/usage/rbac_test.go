@@ -21,9 +21,9 @@ import (
 func TestUsageReadUnderRBAC(t *testing.T) {
 	r := startRig(t)
 	a, b := kube.NewNamespace(t, r.env, "usage-a-"), kube.NewNamespace(t, r.env, "usage-b-")
-	r.policy(t, a, "orders")
-	r.policy(t, b, "orders")
-	if got := r.spend(t, a, "orders", "alice", 6); got != 5 {
+	r.policy(t, a)
+	r.policy(t, b)
+	if got := r.spend(t, a, "alice", 6); got != 5 {
 		t.Fatalf("alice: %d of 6 admitted by 5 per minute", got)
 	}
 	support := r.serviceAccount(t, a, "support", usageRule("get"))
@@ -64,10 +64,10 @@ func TestUsageReadUnderRBAC(t *testing.T) {
 	for range 10 {
 		readAlice(t, r, support, a)
 	}
-	if got := r.spend(t, a, "orders", "bob", 6); got != 5 {
+	if got := r.spend(t, a, "bob", 6); got != 5 {
 		t.Errorf("bob after 20 reads: %d of 6 admitted, want 5", got)
 	}
-	if got := r.spend(t, b, "orders", "alice", 6); got != 5 {
+	if got := r.spend(t, b, "alice", 6); got != 5 {
 		t.Errorf("alice in B: %d of 6 admitted, want 5 (A's counters are A's)", got)
 	}
 }

@@ -61,8 +61,8 @@ func (s Sidecar) Policy(alg limiter.Algorithm, tag string) (*limiter.Policy, err
 }
 
 // Algorithm checks a fresh policy of ns (default key layout) as a sidecar does: an
-// idempotent admission, its replay, and the denial of the exhausted limit, each of which
-// Redis must decide.
+// idempotent admission, its replay, the denial of the exhausted limit, and a peek (the
+// check API's) that finds it exhausted, each of which Redis must decide.
 func Algorithm(ctx context.Context, l *limiter.Limiter, ns string, alg limiter.Algorithm, mode limiter.FailureMode) error {
 	return Sidecar{NS: ns, Mode: mode}.Algorithm(ctx, l, alg)
 }
@@ -76,6 +76,10 @@ func (s Sidecar) Algorithm(ctx context.Context, l *limiter.Limiter, alg limiter.
 	first := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
 	replay := l.Check(ctx, p, limiter.Request{Identity: "caller", RequestID: "req-1"})
 	denied := l.Check(ctx, p, limiter.Request{Identity: "caller"})
+	peek := l.Peek(ctx, p, limiter.Request{Identity: "caller", Cost: 1})
+	if peek.Source != limiter.SourceRedis || peek.Allowed {
+		return fmt.Errorf("%s: peek decided by %s (allowed %v); want Redis to find the limit spent: %w", alg, peek.Source, peek.Allowed, peek.Err)
+	}
 	for _, d := range []limiter.Decision{first, replay, denied} {
 		if d.Source != limiter.SourceRedis {
 			return fmt.Errorf("%s: decided by %s: %w", alg, d.Source, d.Err)

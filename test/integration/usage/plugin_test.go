@@ -1,0 +1,95 @@
+package usage
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
+)
+
+// TestPluginAsAUserRunsIt: the kubectl-ratelimit binary, run as a user would run it with a
+// kubeconfig whose user is a ServiceAccount token, against the manager binary's usage API:
+// it explains alice's 429s in namespace A (5 of 5 used on per-minute, a wait of seconds),
+// exits 0 for that answer, and exits 1 naming the refusal for namespace B.
+func TestPluginAsAUserRunsIt(t *testing.T) {
+	r := startRig(t)
+	a, b := kube.NewNamespace(t, r.env, "plugin-a-"), kube.NewNamespace(t, r.env, "plugin-b-")
+	r.policy(t, a)
+	r.policy(t, b)
+	if got := r.spend(t, a, "alice", 7); got != 5 {
+		t.Fatalf("alice: %d of 7 admitted by 5 per minute", got)
+	}
+	kubeconfig := tokenKubeconfig(t, r.env.Config.Host, a, r.serviceAccount(t, a, "support", usageRule("get")))
+	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig, "--server", r.url,
+			"--certificate-authority", r.caFile}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), 0
+		case errors.As(err, &exit):
+			return string(out), exit.ExitCode()
+		}
+		t.Fatalf("run %v: %v", args, err)
+		return "", -1
+	}
+	out, code := run("usage", "orders", "alice")
+	t.Logf("kubectl ratelimit usage orders alice (namespace %s from the kubeconfig):\n%s", a, out)
+	if code != 0 || !containsAll(out, "orders", "alice", "denied", "per-minute") || !hasRow(out, "per-minute", "5", "5", "0") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	out, code = run("usage", "orders", "bob", "-o", "json")
+	if code != 0 || !containsAll(out, `"allowed": true`, `"used": 0`, `"remaining": 5`) {
+		t.Fatalf("bob, json: exit %d:\n%s", code, out)
+	}
+	out, code = run("usage", "-n", b, "orders", "alice")
+	if code != 1 || !containsAll(out, "403", "ratelimitpolicies/usage", b) {
+		t.Fatalf("namespace B: exit %d:\n%s", code, out)
+	}
+}
+
+// tokenKubeconfig writes a kubeconfig whose user authenticates with token, in namespace ns.
+func tokenKubeconfig(t *testing.T, host, ns, token string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["support"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["support"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "support", Namespace: ns}
+	cfg.CurrentContext = "support"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// containsAll reports whether s contains every fragment.
+func containsAll(s string, frags ...string) bool {
+	for _, f := range frags {
+		if !strings.Contains(s, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasRow reports whether a line of out has exactly these fields.
+func hasRow(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(fields) && strings.Join(f[:len(fields)], " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
+}
