@@ -25,15 +25,17 @@ func peekLimits() []Limit {
 	}
 }
 
-// TestPeekAgreesWithTheNextCheck: for every algorithm, random costs checked one after
-// another, each preceded by a peek of the same cost: the peek's decision is the check's,
+// TestPeekAgreesWithTheNextCheck: for every algorithm, random costs (1 to 4) checked one
+// after another against limits of 40 and 45, each preceded by a peek of the same cost, until
+// well past exhaustion, where small costs still fit and large ones do not: the peek's decision is the check's,
 // what it reports remaining is what the check leaves plus the cost (when admitted) or what
 // the check reports (when denied), and a peek of cost 0 after the check reports each
 // limit's remaining as the check left it.
 func TestPeekAgreesWithTheNextCheck(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
 		ctx := context.Background()
-		p := newPolicy(t, alg, FailClosed, peekLimits()...)
+		p := newPolicy(t, alg, FailClosed, Limit{Name: "small", Requests: 40, Period: 1000 * time.Hour},
+			Limit{Name: "large", Requests: 45, Period: 1000 * time.Hour})
 		rng := rand.New(rand.NewPCG(1, uint64(len(alg))))
 		admitted, denied := 0, 0
 		for i := range 60 {
