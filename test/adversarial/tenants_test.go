@@ -154,7 +154,12 @@ func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
 		{"FCALL on the victim's key", func(ctx context.Context) error {
 			return attacker.Do(ctx, "FCALL", fn, "1", victimKey, "1000", "60000", "0", "1", "1000").Err()
 		}, wantNOPERM},
-		{"FCALL_RO of a writing function", func(ctx context.Context) error { return attacker.Do(ctx, "FCALL_RO", fn, "1", own).Err() }, wantNOPERM},
+		{"FCALL_RO of a writing function", func(ctx context.Context) error {
+			return attacker.Do(ctx, "FCALL_RO", fn, "1", own, "1", "60000", "0", "1", "1000").Err()
+		}, wantWriteRefused},
+		{"FCALL_RO of a peek on the victim's key", func(ctx context.Context) error {
+			return attacker.Do(ctx, "FCALL_RO", limiter.PeekScripts()[0].Function, "1", victimKey, "1", "60000", "0", "1", "1000").Err()
+		}, wantNOPERM},
 		{"MGET of 20 000 keys", func(ctx context.Context) error { return attacker.MGet(ctx, manyKeys(20000)...).Err() }, anyAnswer},
 		{"PING of 16 MiB (its query and reply buffers)", func(ctx context.Context) error {
 			return attacker.Do(ctx, "PING", strings.Repeat("p", 16<<20)).Err()
@@ -245,6 +250,15 @@ func wantNOPERM(err error) error {
 }
 
 func wantNil(err error) error { return err }
+
+// wantWriteRefused wants the refusal of FCALL_RO (granted for peeks) to run a function that
+// may write.
+func wantWriteRefused(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "write flag") {
+		return fmt.Errorf("got %w; want refused for the function's writes", err)
+	}
+	return nil
+}
 
 // wantRefused wants any error: the server refused the command (here, a value longer than
 // proto-max-bulk-len, which ends the connection).

@@ -59,6 +59,7 @@ func (j *journey) calendarQuota(t *testing.T) {
 		if err != nil || math.Abs(retry-time.Until(midnight).Seconds()) > 30 {
 			return fmt.Errorf("Retry-After %q, want the %s to midnight in %s", last.header.Get("Retry-After"), time.Until(midnight).Round(time.Second), calendarZone)
 		}
+		j.quotaUser = user
 		return nil
 	})
 }

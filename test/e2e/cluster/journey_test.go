@@ -39,6 +39,7 @@ type journey struct {
 	helmStart time.Time
 	run       string // a per-run suffix for identities, so no two runs share a counter
 	seq       int
+	quotaUser string // the caller the calendar quota step spent (2 of 2), for the usage step
 }
 
 // TestJourney is what a user does, in order: install, apply policies, wire an app, send
@@ -57,6 +58,7 @@ func TestJourney(t *testing.T) {
 		{"example app: 200 × limit, then 429 with RateLimit headers", j.exampleApp},
 		{"policy edit reaches running sidecars", j.policyEdit},
 		{"calendar quota: Retry-After to the next local midnight", j.calendarQuota},
+		{"usage: support reads the quota's caller with kubectl ratelimit, under RBAC", j.usage},
 		{"shared service answers forward auth for a gateway pod", j.sharedService},
 		{"Redis pod deleted: failure modes, then Redis", j.redisFaults},
 		{"leader manager pod deleted: the other replica takes over", j.leaderHandover},
