@@ -70,7 +70,8 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := g.Decide(r.Context(), FrontName, rule, c)
-	s.log.V(1).Info("usage read", "user", who.GetName(), "namespace", act.Namespace, "policy", act.Policy,
+	// Every read is logged (who, which policy, the answer), never the identity: an audit trail.
+	s.log.Info("usage read", "user", who.GetName(), "namespace", act.Namespace, "policy", act.Policy,
 		"result", o.Result(), "source", string(o.Decision.Source))
 	if o.Decision.WithoutRedis() {
 		jsonreply.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("redis could not be asked: %v", o.Decision.Err))

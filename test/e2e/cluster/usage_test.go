@@ -56,9 +56,11 @@ func (j *journey) usage(t *testing.T) {
 				Remaining int64  `json:"remaining"`
 			} `json:"limits"`
 		}
-		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Allowed || len(got.Limits) != 1 ||
-			got.Limits[0].Used != 2 || got.Limits[0].Remaining != 0 {
-			return fmt.Errorf("want 2 of 2 used and denied: %s (%v)", out, err)
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			return fmt.Errorf("not the usage API's JSON: %s: %w", out, err)
+		}
+		if got.Allowed || len(got.Limits) != 1 || got.Limits[0].Used != 2 || got.Limits[0].Remaining != 0 {
+			return fmt.Errorf("want 2 of 2 used and denied: %s", out)
 		}
 		return nil
 	})

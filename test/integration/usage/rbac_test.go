@@ -70,6 +70,22 @@ func TestUsageReadUnderRBAC(t *testing.T) {
 	if got := r.spend(t, b, "alice", 6); got != 5 {
 		t.Errorf("alice in B: %d of 6 admitted, want 5 (A's counters are A's)", got)
 	}
+	requireReadsLogged(t, r, "system:serviceaccount:"+a+":support", "alice", "bob")
+}
+
+// requireReadsLogged requires the manager's log to hold each read with its reader and
+// none of the identities read.
+func requireReadsLogged(t *testing.T, r *rig, reader string, identities ...string) {
+	t.Helper()
+	log := r.out.String()
+	if !strings.Contains(log, `"usage read"`) || !strings.Contains(log, reader) {
+		t.Errorf("manager log: no usage read by %s in %d bytes", reader, len(log))
+	}
+	for _, id := range identities {
+		if strings.Contains(log, id) {
+			t.Errorf("manager log names the identity %q", id)
+		}
+	}
 }
 
 // readAlice reads alice's usage in ns as token and requires what 5 of 5 spent reads.
