@@ -34,3 +34,18 @@ func WriteKubeconfigAs(cfg *rest.Config, path, user string) error {
 	}
 	return nil
 }
+
+// WriteTokenKubeconfig writes a kubeconfig for cfg's API server whose user authenticates
+// with token alone (a ServiceAccount's, from the TokenRequest API), in namespace ns.
+func WriteTokenKubeconfig(cfg *rest.Config, path, token, ns string) error {
+	const name = "envtest"
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: ns}
+	kc.CurrentContext = name
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}

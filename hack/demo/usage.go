@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
@@ -62,13 +59,8 @@ func (d *demo) usage(ctx context.Context) error {
 
 // supportKubeconfig writes a kubeconfig for the support ServiceAccount's token.
 func (d *demo) supportKubeconfig(token string) (string, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["demo"] = &clientcmdapi.Cluster{Server: d.env.Config.Host, CertificateAuthorityData: d.env.Config.CAData}
-	cfg.AuthInfos["support"] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(token)}
-	cfg.Contexts["support"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "support", Namespace: d.opts.namespace}
-	cfg.CurrentContext = "support"
 	path := filepath.Join(d.dir, "support.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := controlplane.WriteTokenKubeconfig(d.env.Config, path, strings.TrimSpace(token), d.opts.namespace); err != nil {
 		return "", fmt.Errorf("support kubeconfig: %w", err)
 	}
 	return path, nil

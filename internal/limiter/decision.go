@@ -79,11 +79,8 @@ func decodeReply(p *Policy, v any) (Decision, error) {
 		if len(r) != 3 {
 			return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
 		}
-		for i, x := range r {
-			var ok bool
-			if n[i], ok = x.(int64); !ok {
-				return Decision{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.script.Name, i, x)
-			}
+		if err := replyInts(p.script, r, n[:]); err != nil {
+			return Decision{}, err
 		}
 	default:
 		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.script.Name, v)
@@ -110,4 +107,16 @@ func decodeReply(p *Policy, v any) (Decision, error) {
 		d.DeniedBy = p.Limits[idx].Name
 	}
 	return d, nil
+}
+
+// replyInts copies a reply table of integers into n (len(n) == len(r)), or says which
+// element is not one.
+func replyInts(s *Script, r []any, n []int64) error {
+	for i, x := range r {
+		var ok bool
+		if n[i], ok = x.(int64); !ok {
+			return fmt.Errorf("script %s: reply element %d is %T, want integer", s.Name, i, x)
+		}
+	}
+	return nil
 }

@@ -56,14 +56,29 @@ func (c *localCap) take(identity string, cost int64, clock func() time.Time) (bo
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := clock()
-	if w.start.IsZero() || now.Sub(w.start) >= c.period {
+	if c.ended(w, now) {
 		w.start, w.count = now, 0
 	}
-	if w.count+cost > c.requests {
-		return false, c.requests - w.count, c.period - now.Sub(w.start)
+	ok, rem, wait := c.answer(w.count, w.start, cost, now)
+	if ok {
+		w.count += cost
+		rem -= cost
 	}
-	w.count += cost
-	return true, c.requests - w.count, 0
+	return ok, rem, wait
+}
+
+// ended reports whether w's window is over (or never began) at now.
+func (c *localCap) ended(w *localWindow, now time.Time) bool {
+	return w.start.IsZero() || now.Sub(w.start) >= c.period
+}
+
+// answer is whether cost fits a window begun at start holding count, what it holds before
+// the request, and the wait to its end when cost does not fit.
+func (c *localCap) answer(count int64, start time.Time, cost int64, now time.Time) (bool, int64, time.Duration) {
+	if count+cost > c.requests {
+		return false, c.requests - count, c.period - now.Sub(start)
+	}
+	return true, c.requests - count, 0
 }
 
 // peek is take without taking: what take would answer for cost now, counting nothing (and
@@ -73,13 +88,10 @@ func (c *localCap) peek(identity string, cost int64, clock func() time.Time) (bo
 	count, start := int64(0), now
 	if w, ok := c.windows.Peek(keylayout.EncodeValue(identity)); ok {
 		w.mu.Lock()
-		if !w.start.IsZero() && now.Sub(w.start) < c.period {
+		if !c.ended(w, now) {
 			count, start = w.count, w.start
 		}
 		w.mu.Unlock()
 	}
-	if count+cost > c.requests {
-		return false, c.requests - count, c.period - now.Sub(start)
-	}
-	return true, c.requests - count, 0
+	return c.answer(count, start, cost, now)
 }

@@ -138,10 +138,8 @@ func decodePeek(p *Policy, v any) (Peek, error) {
 		return Peek{}, fmt.Errorf("script %s: unexpected reply %v", p.peekScript.Name, v)
 	}
 	n := make([]int64, len(r))
-	for i, x := range r {
-		if n[i], ok = x.(int64); !ok {
-			return Peek{}, fmt.Errorf("script %s: reply element %d is %T, want integer", p.peekScript.Name, i, x)
-		}
+	if err := replyInts(p.peekScript, r, n); err != nil {
+		return Peek{}, err
 	}
 	out := Peek{Limits: make([]LimitState, len(p.Limits))}
 	for i, lim := range p.Limits {

@@ -1,13 +1,8 @@
 // Package usage is the wire form of what a peek reads of one identity's limits: each
 // limit's quota, what is used and remaining, and when it is full again. The check API's
-// peeks answer with it, so every reader of usage sees one shape.
+// peeks answer with it and the kubectl plugin reads it, so every reader of usage sees one
+// shape. It imports nothing, so the plugin links no server code.
 package usage
-
-import (
-	"time"
-
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-)
 
 // Limit is one limit of a policy's tier for one identity, as Redis holds it now.
 type Limit struct {
@@ -26,22 +21,4 @@ type Limit struct {
 	// RetryAfterMs is how long a request of the peeked cost would wait on this limit: 0
 	// when it would pass now, -1 when never.
 	RetryAfterMs int64 `json:"retryAfterMs"`
-}
-
-// Limits is the wire form of a peek's limit states, in the policy's order.
-func Limits(states []limiter.LimitState) []Limit {
-	out := make([]Limit, len(states))
-	for i, s := range states {
-		out[i] = Limit{Name: s.Name, Quota: s.Limit, Used: s.Used(), Remaining: s.Remaining,
-			ResetAfterMs: ceilMs(s.ResetAfter), RetryAfterMs: ceilMs(s.RetryAfter)}
-	}
-	return out
-}
-
-// ceilMs is d in whole ms, rounded up; negative (never) is -1.
-func ceilMs(d time.Duration) int64 {
-	if d < 0 {
-		return -1
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

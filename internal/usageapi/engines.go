@@ -19,19 +19,19 @@ import (
 var ErrNoSnapshot = errors.New("no policy snapshot in the namespace")
 
 // engines holds one engine per namespace read, on the snapshot its sidecars enforce: the
-// one published in its ConfigMap. An engine is rebuilt only when that document changes.
+// one published in its ConfigMap. An engine is rebuilt only when that ConfigMap changes.
 type engines struct {
 	reader  client.Reader
-	limiter func() *limiter.Limiter
+	limiter *limiter.Limiter
 
 	mu sync.Mutex
 	by map[string]*nsEngine
 }
 
-// nsEngine is one namespace's engine and the document it was loaded from.
+// nsEngine is one namespace's engine and the ConfigMap version it was loaded from.
 type nsEngine struct {
-	doc    string
-	engine *engine.Engine
+	resourceVersion string
+	engine          *engine.Engine
 }
 
 // forNamespace is ns's engine on its current snapshot, or ErrNoSnapshot.
@@ -44,21 +44,19 @@ func (e *engines) forNamespace(ctx context.Context, ns string) (*engine.Engine, 
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot of %s: %w", ns, err)
 	}
-	doc := cm.Data[snapshot.DataKey]
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if cur, ok := e.by[ns]; ok && cur.doc == doc {
-		cur.engine.SetLimiter(e.limiter())
+	if cur, ok := e.by[ns]; ok && cur.resourceVersion == cm.ResourceVersion {
 		return cur.engine, nil
 	}
 	g := &engine.Engine{Store: &engine.Store{Namespace: ns}}
-	if err := g.Store.Load([]byte(doc), "configmap "+ns+"/"+snapshot.ConfigMapName); err != nil {
+	if err := g.Store.Load([]byte(cm.Data[snapshot.DataKey]), "configmap "+ns+"/"+snapshot.ConfigMapName); err != nil {
 		return nil, fmt.Errorf("snapshot of %s: %w", ns, err)
 	}
-	g.SetLimiter(e.limiter())
+	g.SetLimiter(e.limiter)
 	if e.by == nil {
 		e.by = map[string]*nsEngine{}
 	}
-	e.by[ns] = &nsEngine{doc: doc, engine: g}
+	e.by[ns] = &nsEngine{resourceVersion: cm.ResourceVersion, engine: g}
 	return g, nil
 }

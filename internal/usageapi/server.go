@@ -30,8 +30,8 @@ type Server struct {
 }
 
 // NewServer serves usage reads: guard decides who may, reader reads the namespaces'
-// snapshot ConfigMaps, lim (called per read: it may not exist yet) reads Redis.
-func NewServer(guard *Guard, reader client.Reader, lim func() *limiter.Limiter, log logr.Logger) *Server {
+// snapshot ConfigMaps, lim reads Redis.
+func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, log logr.Logger) *Server {
 	s := &Server{guard: guard, engines: &engines{reader: reader, limiter: lim}, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc(UsagePath, s.usage)
 	return s

@@ -137,19 +137,19 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
-	if lim := g.limiter(); lim != nil && c.Peek {
+	lim := g.limiter()
+	switch {
+	case lim == nil:
+		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
+	case c.Peek:
 		pk := lim.Peek(ctx, o.Tier.Policy, req)
-		o.Decision, o.State, o.Peeked = pk.Decision, pk.Limits, true
-		if o.Tier.Policy.HasCalendar() {
-			o.At = lim.Now()
-		}
-	} else if lim != nil {
+		o.Decision, o.State = pk.Decision, pk.Limits
+	default:
 		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
-		if o.Tier.Policy.HasCalendar() {
-			o.At = lim.Now()
-		}
-	} else {
-		o.Decision, o.Peeked = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet), c.Peek
+	}
+	o.Peeked = c.Peek
+	if lim != nil && o.Tier.Policy.HasCalendar() {
+		o.At = lim.Now()
 	}
 	o.Allowed = o.Decision.Allowed
 	if !o.Allowed && r.Entry.Shadow {

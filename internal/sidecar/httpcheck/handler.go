@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
@@ -254,7 +256,25 @@ func ResponseOf(o *engine.Outcome, version string) Response {
 		resp.RetryAfterMs = -1
 	}
 	if o.Peeked {
-		resp.Peek, resp.Limits = true, usage.Limits(o.State)
+		resp.Peek, resp.Limits = true, usageOf(o.State)
 	}
 	return resp
+}
+
+// usageOf is the wire form of a peek's limit states, in the policy's order.
+func usageOf(states []limiter.LimitState) []usage.Limit {
+	out := make([]usage.Limit, len(states))
+	for i, s := range states {
+		out[i] = usage.Limit{Name: s.Name, Quota: s.Limit, Used: s.Used(), Remaining: s.Remaining,
+			ResetAfterMs: ceilMs(s.ResetAfter), RetryAfterMs: ceilMs(s.RetryAfter)}
+	}
+	return out
+}
+
+// ceilMs is d in whole ms, rounded up; negative (never) is -1.
+func ceilMs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 )
@@ -26,7 +23,10 @@ func TestPluginAsAUserRunsIt(t *testing.T) {
 	if got := r.spend(t, a, "alice", 7); got != 5 {
 		t.Fatalf("alice: %d of 7 admitted by 5 per minute", got)
 	}
-	kubeconfig := tokenKubeconfig(t, r.env.Config.Host, a, r.serviceAccount(t, a, "support", usageRule("get")))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := kube.WriteTokenKubeconfig(r.env.Config, kubeconfig, r.serviceAccount(t, a, "support", usageRule("get")), a); err != nil {
+		t.Fatal(err)
+	}
 	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
 	run := func(args ...string) (string, int) {
 		t.Helper()
@@ -45,42 +45,17 @@ func TestPluginAsAUserRunsIt(t *testing.T) {
 	}
 	out, code := run("usage", "orders", "alice")
 	t.Logf("kubectl ratelimit usage orders alice (namespace %s from the kubeconfig):\n%s", a, out)
-	if code != 0 || !containsAll(out, "orders", "alice", "denied", "per-minute") || !hasRow(out, "per-minute", "5", "5", "0") {
+	if code != 0 || !kube.ContainsAll(out, []string{"orders", "alice", "denied", "per-minute"}) || !hasRow(out, "per-minute", "5", "5", "0") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	out, code = run("usage", "orders", "bob", "-o", "json")
-	if code != 0 || !containsAll(out, `"allowed": true`, `"used": 0`, `"remaining": 5`) {
+	if code != 0 || !kube.ContainsAll(out, []string{`"allowed": true`, `"used": 0`, `"remaining": 5`}) {
 		t.Fatalf("bob, json: exit %d:\n%s", code, out)
 	}
 	out, code = run("usage", "-n", b, "orders", "alice")
-	if code != 1 || !containsAll(out, "403", "ratelimitpolicies/usage", b) {
+	if code != 1 || !kube.ContainsAll(out, []string{"403", "ratelimitpolicies/usage", b}) {
 		t.Fatalf("namespace B: exit %d:\n%s", code, out)
 	}
-}
-
-// tokenKubeconfig writes a kubeconfig whose user authenticates with token, in namespace ns.
-func tokenKubeconfig(t *testing.T, host, ns, token string) string {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, InsecureSkipTLSVerify: true}
-	cfg.AuthInfos["support"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["support"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "support", Namespace: ns}
-	cfg.CurrentContext = "support"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// containsAll reports whether s contains every fragment.
-func containsAll(s string, frags ...string) bool {
-	for _, f := range frags {
-		if !strings.Contains(s, f) {
-			return false
-		}
-	}
-	return true
 }
 
 // hasRow reports whether a line of out has exactly these fields.

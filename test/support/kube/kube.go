@@ -75,3 +75,9 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 func WriteKubeconfigAs(cfg *rest.Config, path, user string) error {
 	return controlplane.WriteKubeconfigAs(cfg, path, user)
 }
+
+// WriteTokenKubeconfig writes a kubeconfig whose user authenticates with token alone, in
+// namespace ns (controlplane.WriteTokenKubeconfig).
+func WriteTokenKubeconfig(cfg *rest.Config, path, token, ns string) error {
+	return controlplane.WriteTokenKubeconfig(cfg, path, token, ns)
+}
