@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -217,6 +218,27 @@ func (c *usageClient) get(ctx context.Context, path string, query url.Values, an
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
+	return c.do(req, answers...)
+}
+
+// post sends POST path to the usage server with payload as its JSON body and returns the
+// body of a 200 answer. Any other status is a *statusError.
+func (c *usageClient) post(ctx context.Context, path string, payload any) ([]byte, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("building the request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req, http.StatusOK)
+}
+
+// do sends req, asking for JSON, and returns the body of an answer whose status is one of
+// answers. Any other status is a *statusError carrying the server's message.
+func (c *usageClient) do(req *http.Request, answers ...int) ([]byte, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if errors.Is(err, errNoBearerToken) {

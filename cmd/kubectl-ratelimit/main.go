@@ -1,5 +1,6 @@
 // Command kubectl-ratelimit is the kubectl plugin "kubectl ratelimit": it reads a caller's
-// rate-limit usage from the ratelimit-operator's usage server.
+// rate-limit usage from the ratelimit-operator's usage server, and resets, grants or refunds
+// a caller's counters through it.
 //
 // The usage server is not the Kubernetes API server. The plugin finds it with --server (or
 // $RATELIMIT_USAGE_SERVER) and trusts its certificate through --certificate-authority (the
@@ -8,8 +9,9 @@
 // credential plugin), which the usage server checks with a TokenReview and authorizes with a
 // SubjectAccessReview; --token sends another. Client certificates are never sent to it.
 //
-// Each subcommand is one file (usage.go); the flags, the HTTP client and the credentials all
-// subcommands share are in client.go and auth.go, the wire format in wire.go.
+// Each kind of subcommand is one file (usage.go; adjust.go for reset, grant and refund); the
+// flags, the HTTP client and the credentials all subcommands share are in client.go and
+// auth.go, the wire format in wire.go (and internal/usage).
 package main
 
 import (
@@ -50,18 +52,20 @@ func newRootCommand() *cobra.Command {
 	conn := &connectionOptions{}
 	root := &cobra.Command{
 		Use:   "kubectl-ratelimit",
-		Short: "Read rate-limit usage from the ratelimit-operator's usage server",
-		Long: `Read rate-limit usage from the ratelimit-operator's usage server.
+		Short: "Read and change rate-limit usage through the ratelimit-operator's usage server",
+		Long: `Read rate-limit usage through the ratelimit-operator's usage server (usage), and change a
+caller's counters (reset, grant, refund).
 
 The usage server authenticates you with the bearer token of your kubeconfig's user (a static
-token, a token file or an exec credential plugin) or the one given with --token, and lets you
-read a namespace's usage when you may get ratelimitpolicies/usage there.`,
+token, a token file or an exec credential plugin) or the one given with --token. It lets you
+read a namespace's usage when you may get ratelimitpolicies/usage there, and change it when
+you may update ratelimitpolicies/usage there.`,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ratelimit"},
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	conn.addFlags(root)
-	root.AddCommand(newUsageCommand(conn))
+	root.AddCommand(newUsageCommand(conn), newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn))
 	return root
 }

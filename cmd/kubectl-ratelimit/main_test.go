@@ -61,10 +61,13 @@ const (
 
 // seenRequest is what the fake usage server was sent.
 type seenRequest struct {
-	path      string
-	query     url.Values
-	auth      string
-	peerCerts int
+	method      string
+	path        string
+	query       url.Values
+	auth        string
+	contentType string
+	body        string
+	peerCerts   int
 }
 
 // fakeUsageServer is a TLS usage server that wants "Authorization: Bearer <token>" (401
@@ -94,7 +97,9 @@ func newFakeUsageServer(t *testing.T, token string, status int, body string) *fa
 
 // serve records the request and answers it.
 func (f *fakeUsageServer) serve(w http.ResponseWriter, r *http.Request) {
-	seen := seenRequest{path: r.URL.EscapedPath(), query: r.URL.Query(), auth: r.Header.Get("Authorization")}
+	body, _ := io.ReadAll(r.Body)
+	seen := seenRequest{method: r.Method, path: r.URL.EscapedPath(), query: r.URL.Query(),
+		auth: r.Header.Get("Authorization"), contentType: r.Header.Get("Content-Type"), body: string(body)}
 	if r.TLS != nil {
 		seen.peerCerts = len(r.TLS.PeerCertificates)
 	}

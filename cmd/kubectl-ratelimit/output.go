@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
 const (
@@ -57,6 +59,29 @@ func writeUsageTable(w io.Writer, a *usageAnswer, identity string) error {
 			rows = append(rows, []string{l.Name, itoa(l.Quota), itoa(l.Used), itoa(l.Remaining),
 				formatMs(l.ResetAfterMs), formatMs(l.RetryAfterMs)})
 		}
+	}
+	return writeRows(w, rows)
+}
+
+// writeAdjustTable prints what a reset, refund or grant did: lines (a summary, then notes),
+// then each limit:
+//
+//	granted 5 to orders (tier gold) for caller 5c0e2a
+//	request id: kubectl-9f… (repeat with --request-id to retry safely)
+//
+//	LIMIT        QUOTA   REMAINING   APPLIED   RESETS IN
+//	per-minute   5       10          5         59.9s
+func writeAdjustTable(w io.Writer, lines []string, limits []usage.LimitChange) error {
+	if _, err := io.WriteString(w, strings.Join(lines, "\n")+"\n"); err != nil {
+		return fmt.Errorf("writing the answer: %w", err)
+	}
+	if len(limits) == 0 {
+		return nil
+	}
+	rows := [][]string{nil, {"LIMIT", "QUOTA", "REMAINING", "APPLIED", "RESETS IN"}}
+	for _, l := range limits {
+		rows = append(rows, []string{printable(l.Name), itoa(l.Quota), itoa(l.Remaining), itoa(l.Applied),
+			formatMs(l.ResetAfterMs)})
 	}
 	return writeRows(w, rows)
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// errIdentityAndParts refuses an identity given both as an argument and as parts.
+var errIdentityAndParts = errors.New("IDENTITY and --part are mutually exclusive: give the identity as one argument, " +
+	"or a composite identity's parts with --part")
+
 // usageOptions are the flags and arguments of "kubectl ratelimit usage".
 type usageOptions struct {
 	conn    *connectionOptions
@@ -97,8 +101,7 @@ func (o *usageOptions) validate() error {
 		return errors.New("POLICY is empty")
 	}
 	if o.hasIdentity && len(o.parts) > 0 {
-		return errors.New("IDENTITY and --part are mutually exclusive: give the identity as one argument, " +
-			"or a composite identity's parts with --part")
+		return errIdentityAndParts
 	}
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output %q: want table or json", o.output)

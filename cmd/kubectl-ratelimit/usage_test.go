@@ -27,8 +27,8 @@ per-minute   5       5      0           59.9s           11.9s
 		t.Errorf("table:\n%s\nwant:\n%s", res.stdout, want)
 	}
 	seen := srv.lastRequest(t)
-	if seen.path != "/v1/namespaces/shop/ratelimitpolicies/orders/usage" {
-		t.Errorf("path %q", seen.path)
+	if seen.method != http.MethodGet || seen.path != "/v1/namespaces/shop/ratelimitpolicies/orders/usage" {
+		t.Errorf("%s %q", seen.method, seen.path)
 	}
 	wantQuery := map[string][]string{"identity": {"alice"}, "tier": {"pro"}, "cost": {"2"}}
 	if !reflect.DeepEqual(map[string][]string(seen.query), wantQuery) {

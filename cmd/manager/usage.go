@@ -43,7 +43,7 @@ func (u *usageOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient) (func(
 		return nil, fmt.Errorf("usage api: %w", err)
 	}
 	log := ctrl.Log.WithName("usage-api")
-	srv := usageapi.NewServer(guard, mgr.GetClient(), lim, log)
+	srv := usageapi.NewServer(guard, mgr.GetClient(), lim, mgr.GetEventRecorder("ratelimit-usage-api"), log)
 	if err := mgr.Add(&usageapi.Serving{Addr: u.addr, CertDir: u.certDir, Handler: srv, Log: log}); err != nil {
 		lim.Close()
 		return nil, fmt.Errorf("usage api: %w", err)

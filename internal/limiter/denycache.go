@@ -15,12 +15,15 @@ import (
 // encoded as in Redis keys (at most keylayout.MaxEncodedLen bytes), never the raw value, so
 // memory is bounded by entries times a constant whatever callers send.
 //
-// When a denial expires, one caller is let through to Redis and the others keep getting the
-// denial for up to grace (the Redis timeout), so a hot identity's expiry costs one round trip,
-// not one per concurrent caller. An admission forgets the entry at once.
+// A denial is answered locally until its retry-after or for hold, whichever is shorter, so
+// a change made in Redis (a reset or grant, Limiter.Adjust) is seen within hold; the answer
+// keeps the retry-after Redis gave. When an entry expires, one caller is let through to Redis
+// and the others keep getting the denial for up to grace (the Redis timeout), so a hot
+// identity's expiry costs one round trip, not one per concurrent caller. An admission
+// forgets the entry at once.
 type denyCache struct {
-	entries *lru.Cache[denyKey, denyEntry]
-	grace   time.Duration
+	entries     *lru.Cache[denyKey, denyEntry]
+	hold, grace time.Duration
 }
 
 type denyKey struct {
@@ -34,17 +37,18 @@ func newDenyKey(p *Policy, identity string) denyKey {
 }
 
 type denyEntry struct {
-	until    time.Time
-	cost     int64
-	decision Decision
+	// until is when the entry stops answering; at is when Redis decided.
+	until, at time.Time
+	cost      int64
+	decision  Decision
 }
 
-func newDenyCache(size int, grace time.Duration) (*denyCache, error) {
+func newDenyCache(size int, hold, grace time.Duration) (*denyCache, error) {
 	c, err := lru.New[denyKey, denyEntry](size)
 	if err != nil {
 		return nil, err
 	}
-	return &denyCache{entries: c, grace: grace}, nil
+	return &denyCache{entries: c, hold: hold, grace: grace}, nil
 }
 
 // get returns a cached denial still in force for this check.
@@ -56,9 +60,7 @@ func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (
 	}
 	if !now.Before(e.until) {
 		// This caller asks Redis; the others keep the denial while it does.
-		decided := e.until.Add(-e.decision.RetryAfter)
-		e.decision.ResetAfter = max(0, e.decision.ResetAfter-now.Sub(decided))
-		e.until, e.decision.RetryAfter = now.Add(c.grace), c.grace
+		e.until = now.Add(c.grace)
 		c.entries.Add(k, e)
 		return Decision{}, false
 	}
@@ -66,9 +68,10 @@ func (c *denyCache) get(p *Policy, identity string, cost int64, now time.Time) (
 		return Decision{}, false
 	}
 	d := e.decision
+	elapsed := now.Sub(e.at)
 	d.Source = SourceDenyCache
-	d.RetryAfter = e.until.Sub(now)
-	d.ResetAfter = max(0, d.ResetAfter-now.Sub(e.until.Add(-e.decision.RetryAfter)))
+	d.RetryAfter = max(d.RetryAfter-elapsed, e.until.Sub(now))
+	d.ResetAfter = max(0, d.ResetAfter-elapsed)
 	return d, true
 }
 
@@ -86,5 +89,5 @@ func (c *denyCache) put(p *Policy, identity string, cost int64, d Decision, now 
 	// reply said: the scripts keep their replies within it, and this keeps a reply that is
 	// not (older scripts during an upgrade) from locking a caller out for longer.
 	d.RetryAfter = min(d.RetryAfter, p.horizon)
-	c.entries.Add(newDenyKey(p, identity), denyEntry{until: now.Add(d.RetryAfter), cost: cost, decision: d})
+	c.entries.Add(newDenyKey(p, identity), denyEntry{until: now.Add(min(d.RetryAfter, c.hold)), at: now, cost: cost, decision: d})
 }

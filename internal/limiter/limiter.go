@@ -28,6 +28,10 @@ type Options struct {
 	// DenyCacheSize enables answering known denials locally, remembering up to this many
 	// (policy, identity) pairs. 0 disables.
 	DenyCacheSize int
+	// DenyCacheHold is the longest a denial is answered locally before Redis is asked again,
+	// however long its retry-after: how soon a reset or grant (Limiter.Adjust) reaches a
+	// sidecar that cached the caller's denial. Default DefaultDenyCacheHold.
+	DenyCacheHold time.Duration
 	// BreakerThreshold is how many consecutive Redis failures open the circuit. Default 5.
 	BreakerThreshold int
 	// BreakerCooldown is how long an open circuit waits before probing Redis in the
@@ -55,6 +59,9 @@ func (o *Options) defaults() {
 	}
 	if o.BreakerCooldown <= 0 {
 		o.BreakerCooldown = 250 * time.Millisecond
+	}
+	if o.DenyCacheHold <= 0 {
+		o.DenyCacheHold = DefaultDenyCacheHold
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -99,6 +106,10 @@ type Limiter struct {
 	clockOffset atomic.Int64
 }
 
+// DefaultDenyCacheHold is Options.DenyCacheHold's default: a caller denied for an hour costs
+// Redis one check per 5 s per sidecar, and a reset reaches every sidecar within 5 s.
+const DefaultDenyCacheHold = 5 * time.Second
+
 // ErrCircuitOpen is the error of decisions made while the circuit breaker is open.
 var ErrCircuitOpen = errors.New("redis circuit breaker open")
 
@@ -114,7 +125,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Limiter, error) {
 	l.primaries = newPrimaries(rdb, opts)
 	var err error
 	if opts.DenyCacheSize > 0 {
-		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.Timeout); err != nil {
+		if l.denies, err = newDenyCache(opts.DenyCacheSize, opts.DenyCacheHold, opts.Timeout); err != nil {
 			return nil, fmt.Errorf("deny cache: %w", err)
 		}
 	}

@@ -51,7 +51,7 @@ func checkRetained(t *testing.T, what string, fill func(identity string)) {
 }
 
 func TestDenyCacheMemoryBoundedByEntries(t *testing.T) {
-	c, err := newDenyCache(memEntries, time.Millisecond)
+	c, err := newDenyCache(memEntries, time.Hour, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

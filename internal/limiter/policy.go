@@ -113,6 +113,8 @@ type Policy struct {
 	leaseScript *Script
 	// peekScript decides without writing (Limiter.Peek).
 	peekScript *Script
+	// adjustScript resets, refunds and grants (Limiter.Adjust).
+	adjustScript *Script
 	// shards are the parts of a sharded policy; nil when not sharded.
 	shards *shardSet
 	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
@@ -150,9 +152,10 @@ func NewPolicy(c Spec) (*Policy, error) {
 	}
 	c.Limits = withCalendarPeriods(c.Limits)
 	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], peekScript: peekScripts[c.Algorithm],
-		serial: policySerial.Add(1)}
+		adjustScript: adjustScripts[c.Algorithm], serial: policySerial.Add(1)}
 	if c.Functions {
 		p.script, p.leaseScript, p.peekScript = s.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
+		p.adjustScript = p.adjustScript.asFunction()
 	}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	errs = append(errs, checkCalendars(c)...)

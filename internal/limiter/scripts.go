@@ -60,12 +60,12 @@ type Script struct {
 // limiter's scripts are loaded as.
 const FunctionPrefix = "ratelimit_"
 
-var scripts, leaseScripts, peekScripts = mustLoadScripts()
+var scripts, leaseScripts, peekScripts, adjustScripts = mustLoadScripts()
 
-func mustLoadScripts() (algorithms, leases, peeks map[Algorithm]*Script) {
+func mustLoadScripts() (algorithms, leases, peeks, adjusts map[Algorithm]*Script) {
 	driver, leaseDriver, peekDriver := mustRead("lua/driver.lua"), mustRead("lua/lease.lua"), mustRead("lua/peek.lua")
-	read := mustRead("lua/keep_usage.lua")
-	out, lease, peek := map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}
+	adjustDriver, read := mustRead("lua/adjust.lua"), mustRead("lua/keep_usage.lua")
+	out, lease, peek, adjust := map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}
 	for _, s := range []struct {
 		alg  Algorithm
 		name string
@@ -76,11 +76,35 @@ func mustLoadScripts() (algorithms, leases, peeks map[Algorithm]*Script) {
 		{GCRA, "gcra"},
 	} {
 		alg, keeps := inlineRead(mustRead("lua/"+s.name+".lua"), read)
+		alg, adj := cutAdjust(alg)
 		out[s.alg] = newScript(s.name, s.alg, compose(alg, withKeeps(driver, keeps)))
 		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLoop(alg, withKeeps(leaseDriver, keeps)))
 		peek[s.alg] = readOnly(newScript(s.name+"_peek", s.alg, composeLoop(alg, withKeeps(peekDriver, keeps))))
+		adjust[s.alg] = newScript(s.name+"_adjust", s.alg, composeAdjust(alg, adj, withKeeps(adjustDriver, keeps)))
 	}
-	return out, lease, peek
+	return out, lease, peek, adjust
+}
+
+// cutAdjust splits an algorithm file at its "-- @adjust" marker: the check's text before it,
+// the adjustment (adjust.lua's per-limit change, without the marker line) after it.
+func cutAdjust(algorithm string) (check, adjust string) {
+	check, adjust, ok := strings.Cut(algorithm, "-- @adjust")
+	if !ok || strings.Contains(adjust, "-- @adjust") {
+		panic("limiter scripts: want one -- @adjust marker in each algorithm, after its @body")
+	}
+	_, adjust, _ = strings.Cut(adjust, "\n")
+	return check, strings.TrimRight(adjust, "\n")
+}
+
+// composeAdjust builds an algorithm's adjustment script: adjust.lua with the algorithm's loop
+// body inlined at both of its "-- @check" markers (the state read before and after) and its
+// adjustment at "-- @adjust".
+func composeAdjust(algorithm, adjust, driver string) string {
+	if strings.Count(driver, "-- @check") != 2 || strings.Count(driver, "-- @adjust") != 1 {
+		panic("limiter scripts: want two -- @check markers and one -- @adjust in adjust.lua")
+	}
+	once := composeLoop(algorithm, strings.Replace(driver, "-- @check", "-- @first", 1))
+	return strings.Replace(strings.Replace(once, "-- @first", loopBody(algorithm), 1), "-- @adjust", adjust, 1)
 }
 
 func newScript(name string, alg Algorithm, src string) *Script {
@@ -157,12 +181,20 @@ func withKeeps(driver string, keeps bool) string {
 // composeLoop builds an algorithm's lease or peek script: the driver (lease.lua, peek.lua)
 // with the algorithm's loop body (after "-- @body") inlined at its "-- @check" marker.
 func composeLoop(algorithm, driver string) string {
+	if strings.Count(driver, "-- @check") != 1 {
+		panic("limiter scripts: want one -- @check in lease.lua and peek.lua")
+	}
+	return strings.Replace(driver, "-- @check", loopBody(algorithm), 1)
+}
+
+// loopBody is an algorithm's loop body: its text after the "-- @body" marker line.
+func loopBody(algorithm string) string {
 	_, body, ok := strings.Cut(algorithm, "-- @body")
-	if !ok || strings.Count(driver, "-- @check") != 1 {
-		panic("limiter scripts: want a -- @body marker in the algorithm and one -- @check in lease.lua and peek.lua")
+	if !ok {
+		panic("limiter scripts: want a -- @body marker in the algorithm")
 	}
 	_, body, _ = strings.Cut(body, "\n")
-	return strings.Replace(driver, "-- @check", strings.TrimRight(body, "\n"), 1)
+	return strings.TrimRight(body, "\n")
 }
 
 // compose builds a script: the algorithm file's header (its protocol comment), then the
@@ -212,9 +244,15 @@ func LeaseScripts() []*Script { return sorted(leaseScripts) }
 // name.
 func PeekScripts() []*Script { return sorted(peekScripts) }
 
-// AllScripts is Scripts, LeaseScripts and PeekScripts, for preloading with SCRIPT LOAD or, as
-// a function library each (Library), with FUNCTION LOAD.
-func AllScripts() []*Script { return append(append(Scripts(), LeaseScripts()...), PeekScripts()...) }
+// AdjustScripts returns every algorithm's adjustment script (reset, refund, grant; see
+// Limiter.Adjust), sorted by name.
+func AdjustScripts() []*Script { return sorted(adjustScripts) }
+
+// AllScripts is Scripts, LeaseScripts, PeekScripts and AdjustScripts, for preloading with
+// SCRIPT LOAD or, as a function library each (Library), with FUNCTION LOAD.
+func AllScripts() []*Script {
+	return append(append(append(Scripts(), LeaseScripts()...), PeekScripts()...), AdjustScripts()...)
+}
 
 func sorted(m map[Algorithm]*Script) []*Script {
 	out := make([]*Script, 0, len(m))

@@ -89,6 +89,28 @@ func peekShapes(tag string) []hostileShape {
 	}
 }
 
+// adjustShapes are calls of the adjustment scripts with shapes they were not written for.
+func adjustShapes(tag string) []hostileShape {
+	limits := shapeLimits
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	fp := strings.Repeat("f", 16)
+	head := func(amount, op string) []any { return []any{amount, "60000", "60000", fp, op} }
+	return []hostileShape{
+		{"nine limits", keys(10), append(head("1", "grant"), limits(9)...)},
+		{"a hundred thousand limits", keys(100001), append(head("1", "grant"), limits(100000)...)},
+		{"no record key", keys(1), append(head("1", "grant"), limits(1)...)},
+		{"no limit", keys(1), head("1", "grant")},
+		{"an unknown op", keys(2), append(head("1", "give"), limits(1)...)},
+		{"a grant of 0", keys(2), append(head("0", "grant"), limits(1)...)},
+		{"a negative refund", keys(2), append(head("-5", "refund"), limits(1)...)},
+		{"a fractional grant", keys(2), append(head("1.5", "grant"), limits(1)...)},
+		{"a grant beyond 2^40", keys(2), append(head("1099511627777", "grant"), limits(1)...)},
+		{"a reset with an amount", keys(2), append(head("3", "reset"), limits(1)...)},
+		{"a short fingerprint", keys(2), append([]any{"1", "60000", "60000", "f", "grant"}, limits(1)...)},
+		{"a record ttl of 0", keys(2), append([]any{"1", "60000", "0", fp, "grant"}, limits(1)...)},
+	}
+}
+
 // TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (the four check scripts
 // and the four lease scripts) calls of hostile shapes and requires each refused with the
 // scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
@@ -107,6 +129,9 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		}
 		if strings.HasSuffix(s.Name, "_peek") {
 			shapes = append(shapes, peekShapes("{shape:"+s.Name+"}")...)
+		}
+		if strings.HasSuffix(s.Name, "_adjust") {
+			shapes = adjustShapes("{shape:" + s.Name + "}")
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

@@ -363,7 +363,7 @@ func checkDenyCacheAnswers(t *testing.T, check func(cost int64) Decision, denied
 // and the others keep the denial for the grace period; an admission forgets the entry.
 func TestDenyCacheExpiryLetsOneThrough(t *testing.T) {
 	const grace = 50 * time.Millisecond
-	c, err := newDenyCache(10, grace)
+	c, err := newDenyCache(10, time.Hour, grace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestDenyCacheExpiryLetsOneThrough(t *testing.T) {
 // horizon (a reply of an older script, after an edit raised a window's period) is answered
 // locally for at most the horizon, so deleting the key frees the caller within it.
 func TestDenyCacheNeverOutlastsTheHorizon(t *testing.T) {
-	c, err := newDenyCache(10, 50*time.Millisecond)
+	c, err := newDenyCache(10, 2*time.Hour, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,5 +405,26 @@ func TestDenyCacheNeverOutlastsTheHorizon(t *testing.T) {
 	}
 	if _, ok := c.get(p, "alice", 1, t0.Add(time.Hour)); ok {
 		t.Fatal("after the policy's horizon (1h) the caller must be asked about in Redis again")
+	}
+}
+
+// TestDenyCacheHoldsAtMostItsHold: a denial for an hour is answered locally for the cache's
+// hold only, with the retry-after Redis gave, so a reset or grant made in Redis meanwhile
+// (Limiter.Adjust) reaches the caller within the hold.
+func TestDenyCacheHoldsAtMostItsHold(t *testing.T) {
+	const hold = 5 * time.Second
+	c, err := newDenyCache(10, hold, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPolicy(t, FixedWindow, FailOpen, perHour("hourly", 3))
+	t0 := time.Unix(1000, 0)
+	c.put(p, "alice", 1, Decision{RetryAfter: 50 * time.Minute, ResetAfter: 50 * time.Minute, DeniedBy: "hourly"}, t0)
+	d, ok := c.get(p, "alice", 1, t0.Add(4*time.Second))
+	if want := 50*time.Minute - 4*time.Second; !ok || d.RetryAfter != want || d.ResetAfter != want {
+		t.Fatalf("4s later: %+v %v, want the cached denial with Redis's retry-after, now %s", d, ok, want)
+	}
+	if _, ok := c.get(p, "alice", 1, t0.Add(hold)); ok {
+		t.Fatalf("after the hold (%s) the caller must be asked about in Redis again", hold)
 	}
 }

@@ -79,7 +79,7 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	if err := loadFunctions(ctx, admin); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
-	if err := usageRead(ctx, admin); err != nil {
+	if err := usageWork(ctx, admin); err != nil {
 		errs = append(errs, fmt.Errorf("usage API: %w", err))
 	}
 	user := redisacl.User{Name: prefix + "work", PasswordHashes: []string{redisacl.HashPassword("p")},
@@ -99,9 +99,10 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 	return errs
 }
 
-// usageRead is the usage API's read of a caller's usage in tenancy mode: a peek through the
-// no-writes function (FCALL_RO), every algorithm, Redis answering.
-func usageRead(ctx context.Context, admin redis.UniversalClient) error {
+// usageWork is the usage API's work in tenancy mode: a caller's usage read with a peek
+// through the read-only functions (FCALL_RO), and its counters refunded and reset through the
+// adjustment functions (FCALL), for every algorithm.
+func usageWork(ctx context.Context, admin redis.UniversalClient) error {
 	l, err := limiter.New(admin, limiter.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return err
@@ -114,6 +115,12 @@ func usageRead(ctx context.Context, admin redis.UniversalClient) error {
 		}
 		if pk := l.Peek(ctx, p, limiter.Request{Identity: "caller", Cost: 1}); pk.Source != limiter.SourceRedis || !pk.Allowed {
 			return fmt.Errorf("%s: peek decided by %s (allowed %v): %w", alg, pk.Source, pk.Allowed, pk.Err)
+		}
+		for _, a := range []limiter.Adjustment{{Op: limiter.OpGrant, Amount: 2}, {Op: limiter.OpReset}} {
+			a.Identity, a.RequestID = "caller", fmt.Sprintf("%s-%s", alg, a.Op)
+			if _, err := l.Adjust(ctx, p, a); err != nil {
+				return fmt.Errorf("%s: %s: %w", alg, a.Op, err)
+			}
 		}
 	}
 	return nil
@@ -158,8 +165,12 @@ func sampledAll(r *redismemory.Report) bool {
 func setKeys(servers ...*redistest.Server) func(context.Context) error {
 	return func(ctx context.Context) error {
 		for _, s := range servers {
-			if err := s.Client().Set(ctx, "{rl:work/k}", "v", time.Hour).Err(); err != nil {
-				return fmt.Errorf("%s: %w", s.Addr(), err)
+			// A key of the limiter's and one of another application's on the same server:
+			// the memory sampling reads both.
+			for _, k := range []string{"{rl:work/k}", "app:session"} {
+				if err := s.Client().Set(ctx, k, "v", time.Hour).Err(); err != nil {
+					return fmt.Errorf("%s: %w", s.Addr(), err)
+				}
 			}
 		}
 		return nil
@@ -200,8 +211,9 @@ func refusedFor(log []string, grant string) bool {
 
 // TestAdminACL: as config/redis/acl.conf's administrative user, everything the manager
 // does in tenancy mode works and Redis refuses nothing; without any one of its standalone
-// grants (the Cluster ones in TestClusterUsers), its read-only key rule included, some of
-// that work is refused. The user may read no value and write no key.
+// grants (the Cluster ones in TestClusterUsers), its key rules included, some of that work
+// is refused. The user may read no value, delete no key, and write none outside the
+// limiter's prefix.
 func TestAdminACL(t *testing.T) {
 	t.Parallel()
 	for _, drop := range append([]string{""}, adminGrants(t)...) {
@@ -227,8 +239,8 @@ func TestAdminACL(t *testing.T) {
 			if drop == "" {
 				check := limiter.Scripts()[0].Function // a function that writes
 				for _, cmd := range [][]any{{"GET", "{rl:work/k}"}, {"DUMP", "{rl:work/k}"}, {"SET", "k", "v"}, {"FLUSHALL"},
-					{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"KEYS", "*"},
-					{"FCALL", check, 1, "{rl:work/k}", "1", "60000", "0", "10", "60000000"}} {
+					{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, {"KEYS", "*"}, {"DEL", "{rl:work/k}"},
+					{"FCALL", check, 1, "other:k", "1", "60000", "0", "10", "60000000"}} {
 					if err := admin.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 						t.Errorf("%v as %s: %v; want NOPERM", cmd, adminUser, err)
 					}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -25,15 +26,20 @@ const UsagePath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usa
 type Server struct {
 	guard   *Guard
 	engines *engines
+	reader  client.Reader
+	events  events.EventRecorder
 	log     logr.Logger
 	mux     *http.ServeMux
 }
 
-// NewServer serves usage reads: guard decides who may, reader reads the namespaces'
-// snapshot ConfigMaps, lim reads Redis.
-func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, log logr.Logger) *Server {
-	s := &Server{guard: guard, engines: &engines{reader: reader, limiter: lim}, log: log, mux: http.NewServeMux()}
+// NewServer serves usage reads and changes: guard decides who may, reader reads the
+// namespaces' snapshot ConfigMaps and policies, lim reads and changes Redis, rec records
+// each change as an Event on its policy (nil: none).
+func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, rec events.EventRecorder, log logr.Logger) *Server {
+	s := &Server{guard: guard, engines: &engines{reader: reader, limiter: lim}, reader: reader, events: rec, log: log,
+		mux: http.NewServeMux()}
 	s.mux.HandleFunc(UsagePath, s.usage)
+	s.mux.HandleFunc(AdjustPath, s.adjust)
 	return s
 }
 

@@ -1,7 +1,8 @@
 -- fixed_window.lua: fixed window counter, any number of limits checked and debited atomically.
 --
 -- KEYS[1..n]   one state key per limit, all under one hash tag. Value: struct '<dd'
---              (window, count in that window). The window is stored, not inferred from
+--              (window, count in that window; below 0 after a grant, adjust.lua: units
+--              beyond the limit until that window ends). The window is stored, not inferred from
 --              expiry, so a late expiry never merges two windows: for a period, its number
 --              floor(now / period); for a calendar window, its end in µs. A stored window
 --              that may still be current counts in the current one, so nothing counted is
@@ -73,9 +74,10 @@ local count = 0
 if v and #v == 16 then
   local w, c = struct.unpack('<dd', v)
   -- A stored window that may still be current counts in the current one (see the header):
-  -- nothing counted is forgotten, nothing waits past this window. The count must be a whole
-  -- number below 2^53 (false for NaN): anything else is not ours.
-  if (w >= win or cal and (w > now or w < 1e14)) and c >= 1 and c < 9007199254740992 then
+  -- nothing counted is forgotten, nothing waits past this window. The count must be below
+  -- 2^53 and at least -2^40 (false for NaN): anything else is not ours. Below 0 is a grant
+  -- (adjust.lua): units beyond the limit in this window.
+  if (w >= win or cal and (w > now or w < 1e14)) and c >= -1099511627776 and c < 9007199254740992 then
     count = c - c % 1
   end
 end
@@ -121,7 +123,7 @@ local v = vals[i]
 if v and #v == 16 then
   local w, c = struct.unpack('<dd', v)
   -- As in the single-limit path: a stored window that may still be current counts in it.
-  if (w >= win or cal and (w > now or w < 1e14)) and c >= 1 and c < 9007199254740992 then
+  if (w >= win or cal and (w > now or w < 1e14)) and c >= -1099511627776 and c < 9007199254740992 then
     count = c - c % 1
   end
 end
@@ -133,4 +135,22 @@ elseif count + cost > requests then
 else
   ok, r, retry = true, requests - count - cost, 0
   vals[i] = struct.pack('<dd', win, count + cost)
+end
+-- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (win, count);
+-- op and amount are the adjustment's. A reset counts 0 (a grant goes too); a refund takes
+-- back up to amount of what this window counted, never below 0; a grant counts below 0, down
+-- to -2^40: units beyond the limit until this window ends (the next reads as fresh).
+local to = count
+if op == 'reset' then
+  to = 0
+elseif op == 'refund' then
+  if count > 0 then
+    to = math.max(0, count - amount)
+  end
+else
+  to = math.max(count - amount, -1099511627776)
+end
+if to ~= count then
+  vals[i] = struct.pack('<dd', win, to)
+  adj = true
 end

@@ -111,3 +111,14 @@ else
   ok, r, retry, reset = true, math.floor((now + tau - new_tat) / T), 0, new_tat - now
   vals[i] = keep and struct.pack('>dd', new_tat, T) or new_tat
 end
+-- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (tat, T, keep);
+-- op and amount are the adjustment's. A GCRA limit holds no more than its burst, so a grant
+-- is a refund: both move the TAT back by up to amount cells, never before now; a reset to now.
+local free = tat - now
+if op ~= 'reset' and amount * T < free then
+  free = amount * T
+end
+if free > 0 then
+  vals[i] = keep and struct.pack('>dd', tat - free, T) or tat - free
+  adj = true
+end

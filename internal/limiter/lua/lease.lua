@@ -92,14 +92,16 @@ if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
       if kind == 'f' and #v == 16 then
         local w, c = struct.unpack('<dd', v)
         local current = b > 0 and math.floor(now / b) == mark or b < 0 and now < mark
-        if w == mark and current and m > 0 then
+        -- A count of 0 or below (a reset or a grant since, adjust.lua) takes nothing back:
+        -- a return never adds to a grant, nor undoes a reset.
+        if w == mark and current and m > 0 and c > 0 then
           vals[i] = struct.pack('<dd', w, math.max(0, c - m))
           redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
           returned = math.max(returned, math.min(m, c))
         end
       elseif kind == 's' and #v == 24 then
         local w, p, c = struct.unpack('<ddd', v)
-        if w == mark and math.floor(now / b) == mark and m > 0 then
+        if w == mark and math.floor(now / b) == mark and m > 0 and c > 0 then
           vals[i] = struct.pack('<ddd', w, p, math.max(0, c - m))
           redis.call('SET', KEYS[i], vals[i], 'KEEPTTL')
           returned = math.max(returned, math.min(m, c))

@@ -4,8 +4,9 @@
 --
 -- KEYS[1..n]   one state key per limit, all under one hash tag. Value: struct '<ddd'
 --              (window number = floor(now / period), count of the window before it, count
---              in it): both windows the estimate needs in one key, so one read and one
---              write per limit. A stored window after the current one (a clock that moved
+--              in it; below 0 after a grant, adjust.lua: units beyond the limit until that
+--              window ends, then read as 0): both windows the estimate needs in one key, so
+--              one read and one write per limit. A stored window after the current one (a clock that moved
 --              backwards, a period raised by an edit) counts wholly in the current window,
 --              so no reply reaches past two windows of the current period.
 --              A value that is not 24 bytes (or a key of another type) counts as
@@ -41,12 +42,14 @@ local bucket = (now - elapsed) / period
 local prev, curr = 0, 0
 if v and #v == 24 then
   local w, p, c = struct.unpack('<ddd', v)
-  -- Counts must be at least 0 and below 2^53 (false for NaN): anything else is not ours.
-  if p >= 0 and c >= 0 and p + c < 9007199254740992 then
+  -- Counts must be below 2^53, the previous window's at least 0 and this one's at least
+  -- -2^40 (false for NaN): anything else is not ours. Below 0 is a grant (adjust.lua): units
+  -- beyond the limit in its window, which end with it (as the previous window it counts 0).
+  if p >= 0 and c >= -1099511627776 and p + c < 9007199254740992 then
     if w == bucket then
       prev, curr = p, c
     elseif w == bucket - 1 then
-      prev = c
+      prev = c > 0 and c or 0
     elseif w > bucket then
       -- A window after the current one (a clock that moved backwards, or a period raised
       -- by an edit) counts wholly in the current window: nothing is forgotten, and nothing
@@ -90,11 +93,11 @@ local v = vals[i]
 if v and #v == 24 then
   local w, p, c = struct.unpack('<ddd', v)
   -- As in the single-limit path.
-  if p >= 0 and c >= 0 and p + c < 9007199254740992 then
+  if p >= 0 and c >= -1099511627776 and p + c < 9007199254740992 then
     if w == bucket then
       prev, curr = p, c
     elseif w == bucket - 1 then
-      prev = c
+      prev = c > 0 and c or 0
     elseif w > bucket then
       curr = p + c
     end
@@ -124,4 +127,23 @@ else
     reset = (bucket + 2) * period - now
   end
   vals[i] = struct.pack('<ddd', bucket, prev, curr + cost)
+end
+-- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (bucket, prev,
+-- curr); op and amount are the adjustment's. A reset counts 0 in both windows (a grant goes
+-- too); a refund takes back up to amount of what this window counted, then of the previous
+-- window's, never below 0; a grant counts this window below 0, down to -2^40: units beyond
+-- the limit until this window ends (as the previous window, a count below 0 reads as 0).
+local p, c = prev, curr
+if op == 'reset' then
+  p, c = 0, 0
+elseif op == 'refund' then
+  local back = math.min(amount, math.max(curr, 0))
+  c = curr - back
+  p = math.max(0, prev - (amount - back))
+else
+  c = math.max(curr - amount, -1099511627776)
+end
+if p ~= prev or c ~= curr then
+  vals[i] = struct.pack('<ddd', bucket, p, c)
+  adj = true
 end

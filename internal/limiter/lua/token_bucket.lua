@@ -107,3 +107,14 @@ else
   ok, r, retry, reset = true, math.floor((cap - after) / T), 0, after
   vals[i] = keep and struct.pack('>dd', now + after, T) or now + after
 end
+-- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (full, used, T,
+-- keep); op and amount are the adjustment's. A bucket holds no more than its burst, so a
+-- grant is a refund: both free up to amount tokens of what is used, a reset all of it.
+local free = used
+if op ~= 'reset' and amount * T < used then
+  free = amount * T
+end
+if free > 0 then
+  vals[i] = keep and struct.pack('>dd', full - free, T) or full - free
+  adj = true
+end

@@ -1,0 +1,270 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// windows reports whether alg counts in windows, which hold a grant beyond the limit.
+func windows(alg Algorithm) bool { return alg == FixedWindow || alg == SlidingWindow }
+
+// adjustID numbers adjustments' request ids in tests.
+var adjustID atomic.Int64
+
+// mustAdjust adjusts identity's counters of p with a fresh request id.
+func mustAdjust(t testing.TB, l *Limiter, p *Policy, identity string, op Op, amount int64) Adjusted {
+	t.Helper()
+	out, err := l.Adjust(context.Background(), p, Adjustment{Op: op, Identity: identity, Amount: amount,
+		RequestID: fmt.Sprintf("req-%d", adjustID.Add(1))})
+	if err != nil {
+		t.Fatalf("%s %d: %v", op, amount, err)
+	}
+	return out
+}
+
+// admits runs n checks of cost 1 one after another and counts the admitted.
+func admits(t testing.TB, l *Limiter, p *Policy, identity string, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		if mustCheck(t, l, p, Request{Identity: identity}).Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+// remaining is what a peek reports each limit of p holds for identity.
+func remaining(t testing.TB, l *Limiter, p *Policy, identity string) []int64 {
+	t.Helper()
+	pk := l.Peek(context.Background(), p, Request{Identity: identity})
+	if pk.Source != SourceRedis {
+		t.Fatalf("peek from %s: %v", pk.Source, pk.Err)
+	}
+	out := make([]int64, len(pk.Limits))
+	for i, s := range pk.Limits {
+		out[i] = s.Remaining
+	}
+	return out
+}
+
+// TestAdjustExactEffect: for every algorithm, limits of 7 and 30 that cannot refill while
+// the test runs. 7 spent; a refund of 3 frees 3 on each limit and exactly 3 more are
+// admitted; a refund of 100 frees what is used and no more (7, then 7 admitted); a reset
+// frees everything; with 2 used, a grant of 5 gives 5 beyond the limit on the windows (10
+// admitted) and fills the buckets (7); a reset after a grant takes it back.
+func TestAdjustExactEffect(t *testing.T) {
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		p := newPolicy(t, alg, FailClosed, peekLimits()...)
+		if got := admits(t, l, p, "alice", 10); got != 7 {
+			t.Fatalf("admitted %d of 10 against 7", got)
+		}
+		out := mustAdjust(t, l, p, "alice", OpRefund, 3)
+		if c := out.Limits; out.Replayed || c[0].Applied != 3 || c[0].Remaining != 3 || c[1].Applied != 3 || c[1].Remaining != 30-7+3 {
+			t.Fatalf("refund 3: %+v, want 3 applied on each, 3 and 26 remaining", out)
+		}
+		if got := admits(t, l, p, "alice", 5); got != 3 {
+			t.Fatalf("after a refund of 3: %d of 5 admitted, want 3", got)
+		}
+		out = mustAdjust(t, l, p, "alice", OpRefund, 100)
+		if c := out.Limits; c[0].Applied != 7 || c[0].Remaining != 7 || c[1].Applied != 7 || c[1].Remaining != 30 {
+			t.Fatalf("refund 100 after 10 spent: %+v, want what was used freed (7 of each: denials debit nothing), no more", out)
+		}
+		if got := admits(t, l, p, "alice", 9); got != 7 {
+			t.Fatalf("after a refund of everything: %d of 9 admitted, want 7", got)
+		}
+		out = mustAdjust(t, l, p, "alice", OpReset, 0)
+		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 || out.Limits[0].Applied != 7 {
+			t.Fatalf("after a reset: %v remaining (reply %+v), want 7 and 30", got, out)
+		}
+		if got := admits(t, l, p, "alice", 2); got != 2 {
+			t.Fatalf("%d of 2 admitted after a reset", got)
+		}
+		// 2 used: a grant of 5 gives 5 beyond the limit on the windows, and fills the
+		// buckets (they hold their burst, no more: 2 of the 5 apply).
+		out = mustAdjust(t, l, p, "alice", OpGrant, 5)
+		small, large, applied := int64(7), int64(30), int64(2)
+		if windows(alg) {
+			small, large, applied = 10, 33, 5
+		}
+		if c := out.Limits; c[0].Remaining != small || c[0].Applied != applied || c[1].Remaining != large || c[1].Applied != applied {
+			t.Fatalf("grant 5 with 2 used: %+v, want %d and %d remaining, %d applied", out, small, large, applied)
+		}
+		if got := admits(t, l, p, "alice", 15); int64(got) != small {
+			t.Fatalf("after a grant of 5 with 2 used: %d of 15 admitted, want %d", got, small)
+		}
+		mustAdjust(t, l, p, "alice", OpGrant, 50)
+		out = mustAdjust(t, l, p, "alice", OpReset, 0)
+		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 || out.Limits[0].Remaining != 7 {
+			t.Fatalf("after a reset: %v remaining (reply %+v), want 7 and 30: nothing used, no grant", got, out)
+		}
+		if got := admits(t, l, p, "alice", 9); got != 7 {
+			t.Fatalf("after a reset: %d of 9 admitted, want 7", got)
+		}
+	})
+}
+
+// TestAdjustIdempotent: a grant retried under its request id applies once: the retry is
+// answered with the first call's figures, marked replayed, and Redis is left as the first
+// call left it; the same id for another amount or op is refused, changing nothing.
+func TestAdjustIdempotent(t *testing.T) {
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		ctx := context.Background()
+		p := newPolicy(t, alg, FailClosed, peekLimits()...)
+		admits(t, l, p, "bob", 7)
+		a := Adjustment{Op: OpGrant, Identity: "bob", Amount: 5, RequestID: "ticket-1"}
+		first, err := l.Adjust(ctx, p, a)
+		if err != nil || first.Replayed || first.Limits[0].Remaining != 5 {
+			t.Fatalf("grant 5 to an exhausted caller: %+v, %v", first, err)
+		}
+		after := remaining(t, l, p, "bob")
+		for range 3 {
+			again, err := l.Adjust(ctx, p, a)
+			if err != nil || !again.Replayed || !reflect.DeepEqual(again.Limits, first.Limits) {
+				t.Fatalf("retry: %+v, %v; want the first figures %+v, replayed", again, err, first.Limits)
+			}
+		}
+		for _, other := range []Adjustment{{Op: OpGrant, Identity: "bob", Amount: 6, RequestID: "ticket-1"},
+			{Op: OpRefund, Identity: "bob", Amount: 5, RequestID: "ticket-1"}} {
+			if _, err := l.Adjust(ctx, p, other); !errors.Is(err, ErrAdjustReused) {
+				t.Fatalf("%s %d under the grant's id: %v; want ErrAdjustReused", other.Op, other.Amount, err)
+			}
+		}
+		if got := remaining(t, l, p, "bob"); !reflect.DeepEqual(got, after) {
+			t.Fatalf("after retries: %v remaining; the first grant left %v", got, after)
+		}
+		if got := admits(t, l, p, "bob", 8); got != 5 {
+			t.Fatalf("after a grant of 5 retried 3 times: %d of 8 admitted, want 5", got)
+		}
+	})
+}
+
+// TestAdjustUnderConcurrentBurst: 8 callers hammer an exhausted limit of 20 while a refund of
+// 5 lands in the middle of the burst; each keeps checking for 10 more after it. Exactly 5
+// are admitted: the refund's units and not one more, whatever interleaving.
+func TestAdjustUnderConcurrentBurst(t *testing.T) {
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		p := newPolicy(t, alg, FailClosed, Limit{Name: "burst", Requests: 20, Period: 1000 * time.Hour})
+		if got := admits(t, l, p, "carol", 20); got != 20 {
+			t.Fatalf("%d of 20 admitted", got)
+		}
+		var admitted atomic.Int64
+		var done atomic.Bool
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for after := 0; after < 10; {
+					if done.Load() {
+						after++
+					}
+					if l.Check(context.Background(), p, Request{Identity: "carol"}).Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(20 * time.Millisecond)
+		op := OpRefund
+		if windows(alg) {
+			op = OpGrant
+		}
+		out := mustAdjust(t, l, p, "carol", op, 5)
+		done.Store(true)
+		wg.Wait()
+		if got := admitted.Load(); got != 5 || out.Limits[0].Applied != 5 {
+			t.Fatalf("%s of 5 during a burst of 8 callers: %d admitted (applied %d), want exactly 5", op, got, out.Limits[0].Applied)
+		}
+	})
+}
+
+// TestAdjustGrantEndsWithItsWindow: a grant on a window limit lasts until that window ends.
+// 10 granted on a fresh caller of a limit of 3 per second and not used: the next window
+// admits exactly 3 (for the sliding window, two windows later too), not 13.
+func TestAdjustGrantEndsWithItsWindow(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			p := newPolicy(t, alg, FailClosed, Limit{Name: "second", Requests: 3, Period: time.Second})
+			untilNextSecond(200 * time.Millisecond)
+			if out := mustAdjust(t, l, p, "dave", OpGrant, 10); out.Limits[0].Remaining != 13 {
+				t.Fatalf("grant of 10 on a fresh caller: %+v, want 13 remaining", out)
+			}
+			untilNextSecond(100 * time.Millisecond)
+			if got := admits(t, l, p, "dave", 6); got != 3 {
+				t.Fatalf("the window after a grant of 10: %d of 6 admitted, want 3", got)
+			}
+		})
+	}
+}
+
+// untilNextSecond sleeps until margin past the next whole second of the clock, which Redis's
+// windows of a second follow (the server runs on this machine).
+func untilNextSecond(margin time.Duration) {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second + margin).Sub(now))
+}
+
+// TestAdjustShardedPolicy: a limit of 30 over 3 shards, exhausted; a grant of 6 (FixedWindow)
+// or a refund of 6 (TokenBucket) is spread as the limit is, 2 per shard, and exactly 6 more
+// are admitted; a reset frees all 30.
+func TestAdjustShardedPolicy(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, c := range []struct {
+		alg Algorithm
+		op  Op
+	}{{FixedWindow, OpGrant}, {TokenBucket, OpRefund}} {
+		t.Run(string(c.alg), func(t *testing.T) {
+			p := shardedPolicy(t, c.alg, 3, false, Limit{Name: "global", Requests: 30, Period: 1000 * time.Hour})
+			if got := admits(t, l, p, "fixed", 40); got != 30 {
+				t.Fatalf("%d of 40 admitted against 30", got)
+			}
+			out := mustAdjust(t, l, p, "fixed", c.op, 6)
+			if s := out.Limits[0]; s.Applied != 6 || s.Remaining != 6 || s.Limit != 30 {
+				t.Fatalf("%s 6 over 3 shards: %+v, want 6 applied and remaining of 30", c.op, out)
+			}
+			if got := admits(t, l, p, "fixed", 10); got != 6 {
+				t.Fatalf("after %s 6: %d of 10 admitted, want 6", c.op, got)
+			}
+			if out := mustAdjust(t, l, p, "fixed", OpReset, 0); out.Limits[0].Remaining != 30 {
+				t.Fatalf("reset over 3 shards: %+v, want 30 remaining", out)
+			}
+			if got := admits(t, l, p, "fixed", 40); got != 30 {
+				t.Fatalf("after a reset: %d of 40 admitted, want 30", got)
+			}
+		})
+	}
+}
+
+// TestAdjustFunctionsAndKeepUsage: the function flavour (FCALL, as per-namespace users call)
+// adjusts as the script does, and a keep-usage policy's refund is written at its T ('>dd').
+func TestAdjustFunctionsAndKeepUsage(t *testing.T) {
+	_, rdb := standalone(t)
+	loadLibraries(t, rdb)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range []Algorithm{TokenBucket, GCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			p := functionsPolicy(t, keepPolicy(t, alg, 2000*time.Hour, Limit{Name: "kept", Requests: 10, Period: 1000 * time.Hour}))
+			admits(t, l, p, "erin", 10)
+			if out := mustAdjust(t, l, p, "erin", OpRefund, 4); out.Limits[0].Applied != 4 {
+				t.Fatalf("refund 4 by FCALL: %+v", out)
+			}
+			v, err := rdb.Get(context.Background(), p.Keys("erin", "")[0]).Result()
+			if err != nil || len(v) != 16 {
+				t.Fatalf("the refunded state %q (%v): want a '>dd' value of 16 bytes", v, err)
+			}
+			if got := admits(t, l, p, "erin", 6); got != 4 {
+				t.Fatalf("after a refund of 4: %d of 6 admitted, want 4", got)
+			}
+		})
+	}
+}
