@@ -35,7 +35,7 @@ type addrs struct {
 	redis, proxy, check, grpc, forwardAuth, caddy, sidecarMetrics, managerProbes, upstream, usage string
 }
 
-const steps = 17
+const steps = 18
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")

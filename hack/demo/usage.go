@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
@@ -54,7 +56,100 @@ func (d *demo) usage(ctx context.Context) error {
 		return fmt.Errorf("kubectl ratelimit usage did not show quota-quinn's 3 of 3 used:\n%s", out)
 	}
 	d.done("usage: a support ServiceAccount with get on ratelimitpolicies/usage read quota-quinn's 3 of 3 used with kubectl ratelimit usage")
+	return d.grant(ctx, kcfg, plugin)
+}
+
+// grant unblocks quota-quinn the way support staff would: the support ServiceAccount, now
+// also bound to the usage-editor ClusterRole (update on ratelimitpolicies/usage), runs
+// `kubectl ratelimit grant` for 2 more this month; the sidecar admits quota-quinn again
+// within its deny cache's hold (5 s), exactly twice, and the grant is an Event on the policy.
+func (d *demo) grant(ctx context.Context, kcfg, plugin string) error {
+	d.step("Grant: the support ServiceAccount, bound to usage-editor, runs `kubectl ratelimit grant` for 2 more; quota-quinn is admitted again")
+	ns := d.opts.namespace
+	for _, args := range [][]string{
+		{"apply", "-f", filepath.Join(controlplane.RepoRoot(), "config/rbac/usage_editor_role.yaml")},
+		{"create", "rolebinding", "support-grant", "-n", ns, "--clusterrole=usage-editor-role", "--serviceaccount=" + ns + ":support"},
+	} {
+		if out, err := d.kubectl(ctx, nil, args...); err != nil {
+			return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	d.say("$ kubectl ratelimit grant -n %s demo-quota quota-quinn 2 --request-id demo-ticket-1 (as support)", ns)
+	cmd := exec.CommandContext(ctx, d.opts.kubectl, "ratelimit", "grant", "-n", ns, "demo-quota", "quota-quinn", "2",
+		"--request-id", "demo-ticket-1", "--server", d.usageURL(), "--certificate-authority", d.usageCA())
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcfg, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	d.sayBlock(strings.TrimRight(string(out), "\n"))
+	if err != nil {
+		return fmt.Errorf("kubectl ratelimit grant: %w", err)
+	}
+	if !hasFields(string(out), "monthly", "3", "2", "2") {
+		return fmt.Errorf("kubectl ratelimit grant did not give quota-quinn 2 of 3:\n%s", out)
+	}
+	took, codes, err := d.admittedAgain(ctx)
+	if err != nil {
+		return err
+	}
+	d.say("the sidecar's check API admitted quota-quinn on demo-quota again %s after the grant (a cached denial answers for at most 5 s); then %v",
+		took.Round(10*time.Millisecond), codes)
+	if len(codes) != 2 || codes[0] != http.StatusOK || codes[1] != http.StatusTooManyRequests {
+		return fmt.Errorf("after a grant of 2 (one used when admitted again): %v, want 200 then 429", codes)
+	}
+	events, err := d.kubectl(ctx, nil, "get", "events.events.k8s.io", "-n", ns, "--field-selector", "reason=UsageGranted",
+		"-o", "custom-columns=REASON:.reason,NOTE:.note")
+	if err != nil {
+		return fmt.Errorf("kubectl get events: %w\n%s", err, events)
+	}
+	if !strings.Contains(events, "system:serviceaccount:"+ns+":support") {
+		return fmt.Errorf("no UsageGranted event by the support ServiceAccount:\n%s", events)
+	}
+	d.sayBlock(strings.TrimRight(events, "\n"))
+	d.done("grant: kubectl ratelimit grant gave quota-quinn 2 more this month, admitted exactly twice, recorded as an Event")
 	return nil
+}
+
+// admittedAgain asks the sidecar's check API about demo-quota alone for quota-quinn (the
+// proxy would also count demo-api's 5 per 10 s) until a check is admitted (up to 15 s: a
+// denial the sidecar cached answers for at most 5 s; a denied check debits nothing), then
+// twice more; it returns how long the first took and the two codes.
+func (d *demo) admittedAgain(ctx context.Context) (time.Duration, []int, error) {
+	check := func() (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addrs.check+"/v1/check",
+			strings.NewReader(`{"policy":"demo-quota","identity":"quota-quinn"}`))
+		if err != nil {
+			return 0, fmt.Errorf("check request: %w", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("check API: %w", err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	start := time.Now()
+	for {
+		code, err := check()
+		if err != nil {
+			return 0, nil, err
+		}
+		if code == http.StatusOK {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			return 0, nil, fmt.Errorf("quota-quinn still denied 15 s after a grant: %d", code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	took := time.Since(start)
+	var codes []int
+	for range 2 {
+		code, err := check()
+		if err != nil {
+			return 0, nil, err
+		}
+		codes = append(codes, code)
+	}
+	return took, codes, nil
 }
 
 // supportKubeconfig writes a kubeconfig for the support ServiceAccount's token.

@@ -62,52 +62,50 @@ func remaining(t testing.TB, l *Limiter, p *Policy, identity string) []int64 {
 func TestAdjustExactEffect(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
 		p := newPolicy(t, alg, FailClosed, peekLimits()...)
-		if got := admits(t, l, p, "alice", 10); got != 7 {
-			t.Fatalf("admitted %d of 10 against 7", got)
-		}
-		out := mustAdjust(t, l, p, "alice", OpRefund, 3)
-		if c := out.Limits; out.Replayed || c[0].Applied != 3 || c[0].Remaining != 3 || c[1].Applied != 3 || c[1].Remaining != 30-7+3 {
-			t.Fatalf("refund 3: %+v, want 3 applied on each, 3 and 26 remaining", out)
-		}
-		if got := admits(t, l, p, "alice", 5); got != 3 {
-			t.Fatalf("after a refund of 3: %d of 5 admitted, want 3", got)
-		}
-		out = mustAdjust(t, l, p, "alice", OpRefund, 100)
-		if c := out.Limits; c[0].Applied != 7 || c[0].Remaining != 7 || c[1].Applied != 7 || c[1].Remaining != 30 {
-			t.Fatalf("refund 100 after 10 spent: %+v, want what was used freed (7 of each: denials debit nothing), no more", out)
-		}
-		if got := admits(t, l, p, "alice", 9); got != 7 {
-			t.Fatalf("after a refund of everything: %d of 9 admitted, want 7", got)
-		}
-		out = mustAdjust(t, l, p, "alice", OpReset, 0)
-		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 || out.Limits[0].Applied != 7 {
-			t.Fatalf("after a reset: %v remaining (reply %+v), want 7 and 30", got, out)
-		}
-		if got := admits(t, l, p, "alice", 2); got != 2 {
-			t.Fatalf("%d of 2 admitted after a reset", got)
-		}
+		wantAdmits(t, l, p, 10, 7, "against 7")
+		wantChange(t, mustAdjust(t, l, p, "alice", OpRefund, 3), "refund 3", change{3, 3}, change{26, 3})
+		wantAdmits(t, l, p, 5, 3, "after a refund of 3")
+		// Denials debit nothing: each limit used 7.
+		wantChange(t, mustAdjust(t, l, p, "alice", OpRefund, 100), "refund 100", change{7, 7}, change{30, 7})
+		wantAdmits(t, l, p, 9, 7, "after a refund of everything")
+		wantChange(t, mustAdjust(t, l, p, "alice", OpReset, 0), "reset", change{7, 7}, change{30, 7})
+		wantAdmits(t, l, p, 2, 2, "after a reset")
 		// 2 used: a grant of 5 gives 5 beyond the limit on the windows, and fills the
 		// buckets (they hold their burst, no more: 2 of the 5 apply).
-		out = mustAdjust(t, l, p, "alice", OpGrant, 5)
-		small, large, applied := int64(7), int64(30), int64(2)
+		small, large := change{7, 2}, change{30, 2}
 		if windows(alg) {
-			small, large, applied = 10, 33, 5
+			small, large = change{10, 5}, change{33, 5}
 		}
-		if c := out.Limits; c[0].Remaining != small || c[0].Applied != applied || c[1].Remaining != large || c[1].Applied != applied {
-			t.Fatalf("grant 5 with 2 used: %+v, want %d and %d remaining, %d applied", out, small, large, applied)
-		}
-		if got := admits(t, l, p, "alice", 15); int64(got) != small {
-			t.Fatalf("after a grant of 5 with 2 used: %d of 15 admitted, want %d", got, small)
-		}
+		wantChange(t, mustAdjust(t, l, p, "alice", OpGrant, 5), "grant 5 with 2 used", small, large)
+		wantAdmits(t, l, p, 15, int(small.remaining), "after a grant of 5 with 2 used")
 		mustAdjust(t, l, p, "alice", OpGrant, 50)
-		out = mustAdjust(t, l, p, "alice", OpReset, 0)
-		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 || out.Limits[0].Remaining != 7 {
-			t.Fatalf("after a reset: %v remaining (reply %+v), want 7 and 30: nothing used, no grant", got, out)
+		mustAdjust(t, l, p, "alice", OpReset, 0)
+		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 {
+			t.Fatalf("after a grant and a reset: %v remaining, want 7 and 30: no grant left", got)
 		}
-		if got := admits(t, l, p, "alice", 9); got != 7 {
-			t.Fatalf("after a reset: %d of 9 admitted, want 7", got)
-		}
+		wantAdmits(t, l, p, 9, 7, "after a grant and a reset")
 	})
+}
+
+// change is what an adjustment should leave on one limit.
+type change struct{ remaining, applied int64 }
+
+// wantChange requires out to report want for each limit, in order.
+func wantChange(t *testing.T, out Adjusted, what string, want ...change) {
+	t.Helper()
+	for i, w := range want {
+		if c := out.Limits[i]; out.Replayed || c.Remaining != w.remaining || c.Applied != w.applied {
+			t.Fatalf("%s: %+v; want on each limit (remaining, applied) %v", what, out, want)
+		}
+	}
+}
+
+// wantAdmits requires exactly want of n checks as alice to be admitted.
+func wantAdmits(t *testing.T, l *Limiter, p *Policy, n, want int, what string) {
+	t.Helper()
+	if got := admits(t, l, p, "alice", n); got != want {
+		t.Fatalf("%s: %d of %d admitted, want %d", what, got, n, want)
+	}
 }
 
 // TestAdjustIdempotent: a grant retried under its request id applies once: the retry is
@@ -266,5 +264,34 @@ func TestAdjustFunctionsAndKeepUsage(t *testing.T) {
 				t.Fatalf("after a refund of 4: %d of 6 admitted, want 4", got)
 			}
 		})
+	}
+}
+
+// TestLeaseReturnKeepsAGrant: a sidecar leased 5 of a window's 10 units, a grant of 10 came
+// after, and the sidecar returns the 3 it did not spend. The return must not erase the grant
+// (before, it clamped the count at 0: 10 remaining instead of 15); it gives back nothing
+// while the count is at or below 0, so the caller has 15 (never more than the 18 an exact
+// return would give).
+func TestLeaseReturnKeepsAGrant(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	ctx := context.Background()
+	p := newPolicy(t, FixedWindow, FailClosed, Limit{Name: "window", Requests: 10, Period: 1000 * time.Hour})
+	state := p.Keys("lessee", "")[0]
+	rec1, rec2 := state+":lease:1", state+":lease:2"
+	lease := func(keys []string, head ...any) {
+		t.Helper()
+		if _, err := evalOne(ctx, rdb, p.leaseScript, keys, append(head, p.limitArg...)); err != nil {
+			t.Fatalf("lease call %v: %v", head, err)
+		}
+	}
+	lease([]string{state, rec1}, "5", p.ttlMS, "1", "-1", "f", "1")
+	if got := remaining(t, l, p, "lessee"); got[0] != 5 {
+		t.Fatalf("after a lease of 5: %v remaining, want 5", got)
+	}
+	mustAdjust(t, l, p, "lessee", OpGrant, 10)
+	lease([]string{state, rec2, rec1}, "0", p.ttlMS, "1", "2", "f", "1") // 2 spent, 3 returned
+	if got := remaining(t, l, p, "lessee"); got[0] != 15 {
+		t.Fatalf("after the grant of 10 and a return of 3: %v remaining, want 15 (the grant kept)", got)
 	}
 }

@@ -165,9 +165,9 @@ func sampledAll(r *redismemory.Report) bool {
 func setKeys(servers ...*redistest.Server) func(context.Context) error {
 	return func(ctx context.Context) error {
 		for _, s := range servers {
-			// A key of the limiter's and one of another application's on the same server:
-			// the memory sampling reads both.
-			for _, k := range []string{"{rl:work/k}", "app:session"} {
+			// A key of the limiter's and one of another application's on the same server
+			// (the same slot on a Cluster): the memory sampling reads both.
+			for _, k := range []string{"{rl:work/k}", "app:session:{rl:work/k}"} {
 				if err := s.Client().Set(ctx, k, "v", time.Hour).Err(); err != nil {
 					return fmt.Errorf("%s: %w", s.Addr(), err)
 				}

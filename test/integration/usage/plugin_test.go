@@ -56,6 +56,30 @@ func TestPluginAsAUserRunsIt(t *testing.T) {
 	if code != 1 || !kube.ContainsAll(out, []string{"403", "ratelimitpolicies/usage", b}) {
 		t.Fatalf("namespace B: exit %d:\n%s", code, out)
 	}
+	out, code = run("grant", "orders", "alice", "2")
+	if code != 1 || !kube.ContainsAll(out, []string{"403", "update"}) {
+		t.Fatalf("grant by a reader: exit %d:\n%s", code, out)
+	}
+	pluginGrant(t, r, a, &kubeconfig, run)
+}
+
+// pluginGrant runs the plugin's grant as an editor of ns (get and update on
+// ratelimitpolicies/usage): 2 granted to the exhausted alice, 2 of her requests admitted.
+func pluginGrant(t *testing.T, r *rig, a string, kubeconfig *string, run func(args ...string) (string, int)) {
+	t.Helper()
+	editor := filepath.Join(t.TempDir(), "editor")
+	if err := kube.WriteTokenKubeconfig(r.env.Config, editor, r.serviceAccount(t, a, "editor", usageRule("get", "update")), a); err != nil {
+		t.Fatal(err)
+	}
+	*kubeconfig = editor
+	out, code := run("grant", "orders", "alice", "2", "--request-id", "ticket-7")
+	t.Logf("kubectl ratelimit grant orders alice 2:\n%s", out)
+	if code != 0 || !kube.ContainsAll(out, []string{"granted 2", "orders"}) || !hasRow(out, "per-minute", "5") {
+		t.Fatalf("grant by an editor: exit %d:\n%s", code, out)
+	}
+	if got := r.spend(t, a, "alice", 4); got < 2 || got > 3 {
+		t.Fatalf("alice after a grant of 2: %d of 4 admitted, want 2 (3 if a token refilled)", got)
+	}
 }
 
 // hasRow reports whether a line of out has exactly these fields.
