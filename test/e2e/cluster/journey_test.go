@@ -58,7 +58,7 @@ func TestJourney(t *testing.T) {
 		{"example app: 200 × limit, then 429 with RateLimit headers", j.exampleApp},
 		{"policy edit reaches running sidecars", j.policyEdit},
 		{"calendar quota: Retry-After to the next local midnight", j.calendarQuota},
-		{"usage: support reads the quota's caller with kubectl ratelimit, under RBAC", j.usage},
+		{"usage: support reads the quota's caller with kubectl ratelimit and grants it 1, under RBAC", j.usage},
 		{"shared service answers forward auth for a gateway pod", j.sharedService},
 		{"Redis pod deleted: failure modes, then Redis", j.redisFaults},
 		{"leader manager pod deleted: the other replica takes over", j.leaderHandover},

@@ -68,4 +68,59 @@ func (j *journey) usage(t *testing.T) {
 	if err == nil || !strings.Contains(out, "403") {
 		t.Errorf("a ServiceAccount without the binding: %v: %s; want refused 403", err, out)
 	}
+	j.grant(t, plugin, server)
+}
+
+// grant has support staff unblock the quota's caller: refused while bound to usage-reader
+// only (403, no update), then bound also to the chart's usage-editor ClusterRole, `kubectl
+// ratelimit grant` of 1; the example app's sidecar admits the caller once more within its
+// deny cache's hold, then refuses again, and the grant is an Event on the policy naming the
+// ServiceAccount.
+func (j *journey) grant(t *testing.T, plugin, server string) {
+	c := j.c
+	grant := func() (string, error) {
+		token := strings.TrimSpace(kc(t, c, "-n", watchNS, "create", "token", "e2e-support"))
+		out, err := exec.CommandContext(t.Context(), plugin, "grant", "-n", watchNS, "daily-quota", j.quotaUser, "1",
+			"--request-id", "e2e-grant-"+j.run, "--server", server, "--insecure-skip-tls-verify", "--token", token,
+			"-o", "json").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := grant(); err == nil || !strings.Contains(out, "403") {
+		t.Fatalf("a grant by a usage-reader: %v: %s; want refused 403", err, out)
+	}
+	kc(t, c, "-n", watchNS, "create", "rolebinding", "e2e-support-grant", "--clusterrole="+release+"-usage-editor",
+		"--serviceaccount="+watchNS+":e2e-support")
+	wait.Eventually(t, time.Minute, "support to grant the quota's caller 1", func() error {
+		out, err := grant()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		if !strings.Contains(out, `"applied": 1`) {
+			return fmt.Errorf("want 1 applied: %s", out)
+		}
+		return nil
+	})
+	var codes []int
+	wait.Eventually(t, 30*time.Second, "the quota's caller admitted again", func() error {
+		j.seq++
+		r, err := j.s.get(t.Context(), watchNS, "echo", "/daily", map[string]string{"X-User": j.quotaUser, "X-API-Key": fmt.Sprintf("k-%s-%d", j.run, j.seq)})
+		if err != nil {
+			return err
+		}
+		if r.status != 200 {
+			return fmt.Errorf("still %d", r.status)
+		}
+		return nil
+	})
+	j.seq++
+	r, err := j.s.get(t.Context(), watchNS, "echo", "/daily", map[string]string{"X-User": j.quotaUser, "X-API-Key": fmt.Sprintf("k-%s-%d", j.run, j.seq)})
+	if err != nil || r.status != 429 {
+		t.Fatalf("after the granted request: %v %v; want 429 (a grant of 1)", r.status, err)
+	}
+	codes = append(codes, 200, r.status)
+	events := kc(t, c, "-n", watchNS, "get", "events.events.k8s.io", "--field-selector", "reason=UsageGranted", "-o", "jsonpath={.items[*].note}")
+	if !strings.Contains(events, "system:serviceaccount:"+watchNS+":e2e-support") {
+		t.Fatalf("no UsageGranted event by e2e-support: %q", events)
+	}
+	t.Logf("granted 1 to the quota's caller: %v; event: %s", codes, events)
 }
