@@ -1,6 +1,7 @@
 // Command kubectl-ratelimit is the kubectl plugin "kubectl ratelimit": it reads a caller's
-// rate-limit usage from the ratelimit-operator's usage server, and resets, grants or refunds
-// a caller's counters through it.
+// rate-limit usage, and a policy's callers under the most pressure, from the
+// ratelimit-operator's usage server, and resets, grants or refunds a caller's counters
+// through it.
 //
 // The usage server is not the Kubernetes API server. The plugin finds it with --server (or
 // $RATELIMIT_USAGE_SERVER) and trusts its certificate through --certificate-authority (the
@@ -9,9 +10,9 @@
 // credential plugin), which the usage server checks with a TokenReview and authorizes with a
 // SubjectAccessReview; --token sends another. Client certificates are never sent to it.
 //
-// Each kind of subcommand is one file (usage.go; adjust.go for reset, grant and refund); the
-// flags, the HTTP client and the credentials all subcommands share are in client.go and
-// auth.go, the wire format in wire.go (and internal/usage).
+// Each kind of subcommand is one file (usage.go; top.go; adjust.go for reset, grant and
+// refund); the flags, the HTTP client and the credentials all subcommands share are in
+// client.go and auth.go, the wire format in wire.go (and internal/usage).
 package main
 
 import (
@@ -53,8 +54,9 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-ratelimit",
 		Short: "Read and change rate-limit usage through the ratelimit-operator's usage server",
-		Long: `Read rate-limit usage through the ratelimit-operator's usage server (usage), and change a
-caller's counters (reset, grant, refund).
+		Long: `Read rate-limit usage through the ratelimit-operator's usage server: a caller's (usage), or
+the callers of a policy under the most pressure (top); and change a caller's counters (reset,
+grant, refund).
 
 The usage server authenticates you with the bearer token of your kubeconfig's user (a static
 token, a token file or an exec credential plugin) or the one given with --token. It lets you
@@ -66,6 +68,7 @@ you may update ratelimitpolicies/usage there.`,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	conn.addFlags(root)
-	root.AddCommand(newUsageCommand(conn), newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn))
+	root.AddCommand(newUsageCommand(conn), newTopCommand(conn),
+		newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn))
 	return root
 }

@@ -19,7 +19,7 @@ import (
 // its token in a kubeconfig of its own, and `kubectl ratelimit usage` (the plugin found on
 // PATH by kubectl) against the manager's usage API. Nothing is spent by reading.
 func (d *demo) usage(ctx context.Context) error {
-	d.step("Usage: a support ServiceAccount runs `kubectl ratelimit usage` to see why quota-quinn gets 429s")
+	d.step("Usage: a support ServiceAccount runs `kubectl ratelimit usage` to see why quota-quinn gets 429s, and `top` for the heaviest callers")
 	plugin, err := d.build(ctx, "cmd/kubectl-ratelimit")
 	if err != nil {
 		return err
@@ -44,19 +44,34 @@ func (d *demo) usage(ctx context.Context) error {
 	}
 	d.say("$ KUBECONFIG=%s kubectl ratelimit usage -n %s demo-quota quota-quinn --server %s --certificate-authority %s",
 		kcfg, ns, d.usageURL(), d.usageCA())
-	cmd := exec.CommandContext(ctx, d.opts.kubectl, "ratelimit", "usage", "-n", ns, "demo-quota", "quota-quinn",
-		"--server", d.usageURL(), "--certificate-authority", d.usageCA())
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcfg, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	d.sayBlock(strings.TrimRight(string(out), "\n"))
+	out, err := d.plugin(ctx, kcfg, plugin, "usage", "-n", ns, "demo-quota", "quota-quinn")
 	if err != nil {
 		return fmt.Errorf("kubectl ratelimit usage: %w", err)
 	}
 	if !bytes.Contains(out, []byte("denied")) || !hasFields(string(out), "monthly", "3", "3", "0") {
 		return fmt.Errorf("kubectl ratelimit usage did not show quota-quinn's 3 of 3 used:\n%s", out)
 	}
+	d.say("$ kubectl ratelimit top -n %s demo-api --n 3   # the callers under the most pressure", ns)
+	out, err = d.plugin(ctx, kcfg, plugin, "top", "-n", ns, "demo-api", "--n", "3")
+	if err != nil {
+		return fmt.Errorf("kubectl ratelimit top: %w", err)
+	}
+	if !hasFields(string(out), "demo-api") || !bytes.Contains(out, []byte("DENIED")) {
+		return fmt.Errorf("kubectl ratelimit top did not show demo-api's callers:\n%s", out)
+	}
 	d.done("usage: a support ServiceAccount with get on ratelimitpolicies/usage read quota-quinn's 3 of 3 used with kubectl ratelimit usage")
 	return d.grant(ctx, kcfg, plugin)
+}
+
+// plugin runs `kubectl ratelimit args...` as the support ServiceAccount (kcfg), the plugin
+// found on PATH by kubectl, against the manager's usage API, and shows its output.
+func (d *demo) plugin(ctx context.Context, kcfg, plugin string, args ...string) ([]byte, error) {
+	args = append(append([]string{"ratelimit"}, args...), "--server", d.usageURL(), "--certificate-authority", d.usageCA())
+	cmd := exec.CommandContext(ctx, d.opts.kubectl, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcfg, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	d.sayBlock(strings.TrimRight(string(out), "\n"))
+	return out, err
 }
 
 // grant unblocks quota-quinn the way support staff would: the support ServiceAccount, now
@@ -75,11 +90,7 @@ func (d *demo) grant(ctx context.Context, kcfg, plugin string) error {
 		}
 	}
 	d.say("$ kubectl ratelimit grant -n %s demo-quota quota-quinn 2 --request-id demo-ticket-1 (as support)", ns)
-	cmd := exec.CommandContext(ctx, d.opts.kubectl, "ratelimit", "grant", "-n", ns, "demo-quota", "quota-quinn", "2",
-		"--request-id", "demo-ticket-1", "--server", d.usageURL(), "--certificate-authority", d.usageCA())
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcfg, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	d.sayBlock(strings.TrimRight(string(out), "\n"))
+	out, err := d.plugin(ctx, kcfg, plugin, "grant", "-n", ns, "demo-quota", "quota-quinn", "2", "--request-id", "demo-ticket-1")
 	if err != nil {
 		return fmt.Errorf("kubectl ratelimit grant: %w", err)
 	}

@@ -40,6 +40,7 @@ func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, rec eve
 		mux: http.NewServeMux()}
 	s.mux.HandleFunc(UsagePath, s.usage)
 	s.mux.HandleFunc(AdjustPath, s.adjust)
+	s.mux.HandleFunc(TopPath, s.top)
 	return s
 }
 

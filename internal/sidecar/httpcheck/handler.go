@@ -256,13 +256,13 @@ func ResponseOf(o *engine.Outcome, version string) Response {
 		resp.RetryAfterMs = -1
 	}
 	if o.Peeked {
-		resp.Peek, resp.Limits = true, usageOf(o.State)
+		resp.Peek, resp.Limits = true, UsageOf(o.State)
 	}
 	return resp
 }
 
-// usageOf is the wire form of a peek's limit states, in the policy's order.
-func usageOf(states []limiter.LimitState) []usage.Limit {
+// UsageOf is the wire form of a peek's limit states, in the policy's order.
+func UsageOf(states []limiter.LimitState) []usage.Limit {
 	out := make([]usage.Limit, len(states))
 	for i, s := range states {
 		out[i] = usage.Limit{Name: s.Name, Quota: s.Limit, Used: s.Used(), Remaining: s.Remaining,
