@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -294,4 +295,46 @@ func TestLeaseReturnKeepsAGrant(t *testing.T) {
 	if got := remaining(t, l, p, "lessee"); got[0] != 15 {
 		t.Fatalf("after the grant of 10 and a return of 3: %v remaining, want 15 (the grant kept)", got)
 	}
+}
+
+// TestAdjustAgreesWithAModel: for every algorithm, 300 random steps on one caller of a limit
+// of 12 that cannot refill while the test runs: checks of cost 1 to 3 and refunds, grants
+// (1 to 8) and resets. Each decision and each adjustment's remaining and applied agree with
+// a model of what is used: a check admits when used + cost fits the limit; a refund takes
+// back up to its amount of what is used, never below 0; a grant does the same on the
+// buckets and on the windows counts below 0 (units beyond the limit); a reset uses nothing.
+func TestAdjustAgreesWithAModel(t *testing.T) {
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		const limit = 12
+		p := newPolicy(t, alg, FailClosed, Limit{Name: "model", Requests: limit, Period: 1000 * time.Hour})
+		rng := rand.New(rand.NewPCG(7, uint64(len(alg))))
+		used := int64(0) // below 0 on the windows after a grant
+		for step := range 300 {
+			if k := rng.IntN(10); k < 7 {
+				cost := 1 + rng.Int64N(3)
+				d := mustCheck(t, l, p, Request{Identity: "model", Cost: cost})
+				if want := used+cost <= limit; d.Allowed != want {
+					t.Fatalf("step %d: check of %d with %d used: allowed %v, want %v", step, cost, used, d.Allowed, want)
+				}
+				if d.Allowed {
+					used += cost
+				}
+				continue
+			}
+			op, amount := []Op{OpRefund, OpGrant, OpReset}[rng.IntN(3)], 1+rng.Int64N(8)
+			before := used
+			switch {
+			case op == OpReset:
+				amount, used = 0, 0
+			case op == OpGrant && windows(alg):
+				used -= amount
+			case used > 0:
+				used = max(0, used-amount)
+			}
+			out := mustAdjust(t, l, p, "model", op, amount)
+			if c := out.Limits[0]; c.Remaining != limit-used || c.Applied != before-used {
+				t.Fatalf("step %d: %s %d with %d used: %+v, want %d remaining, %d applied", step, op, amount, before, c, limit-used, before-used)
+			}
+		}
+	})
 }

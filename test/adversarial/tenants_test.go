@@ -160,6 +160,10 @@ func TestTenantsGrantedCommandsStayInTheirLane(t *testing.T) {
 		{"FCALL_RO of a peek on the victim's key", func(ctx context.Context) error {
 			return attacker.Do(ctx, "FCALL_RO", limiter.PeekScripts()[0].Function, "1", victimKey, "1", "60000", "0", "1", "1000").Err()
 		}, wantNOPERM},
+		{"FCALL of a grant on the victim's key", func(ctx context.Context) error {
+			return attacker.Do(ctx, "FCALL", limiter.AdjustScripts()[0].Function, "2", victimKey, victimKey+":adjust:x",
+				"1000000", "60000", "60000", strings.Repeat("f", 16), "grant", "1", "1000").Err()
+		}, wantNOPERM},
 		{"MGET of 20 000 keys", func(ctx context.Context) error { return attacker.MGet(ctx, manyKeys(20000)...).Err() }, anyAnswer},
 		{"PING of 16 MiB (its query and reply buffers)", func(ctx context.Context) error {
 			return attacker.Do(ctx, "PING", strings.Repeat("p", 16<<20)).Err()
