@@ -168,11 +168,7 @@ func (o *adjustOptions) run(ctx context.Context, out, errOut io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ns, err := o.conn.namespace()
-	if err != nil {
-		return err
-	}
-	client, err := o.conn.newClient()
+	ns, client, err := o.conn.connect()
 	if err != nil {
 		return err
 	}

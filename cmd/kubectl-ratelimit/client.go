@@ -88,6 +88,16 @@ type usageClient struct {
 	http *http.Client
 }
 
+// connect is the namespace to act in and a client of the usage server.
+func (o *connectionOptions) connect() (string, *usageClient, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return "", nil, err
+	}
+	client, err := o.newClient()
+	return ns, client, err
+}
+
 // newClient is a client of the usage server named by --server or $RATELIMIT_USAGE_SERVER,
 // trusted as --certificate-authority / --insecure-skip-tls-verify say, sending the caller's
 // bearer token.

@@ -69,11 +69,7 @@ func (o *usageOptions) run(ctx context.Context, out io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ns, err := o.conn.namespace()
-	if err != nil {
-		return err
-	}
-	client, err := o.conn.newClient()
+	ns, client, err := o.conn.connect()
 	if err != nil {
 		return err
 	}

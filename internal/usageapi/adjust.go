@@ -36,12 +36,11 @@ const maxAdjustBody = 64 << 10
 // recorded as an Event on the policy and in the log, naming who, the caller by hash, and how
 // much.
 func (s *Server) adjust(w http.ResponseWriter, r *http.Request) {
-	act := Action{Verb: AdjustVerb, Namespace: r.PathValue("namespace"), Policy: r.PathValue("policy")}
-	who, err := s.guard.Check(r, act)
-	if err != nil {
-		s.refuse(w, err)
+	sc, ok := s.open(w, r, AdjustVerb)
+	if !ok {
 		return
 	}
+	act, who, g := sc.act, sc.who, sc.engine
 	op := limiter.Op(r.PathValue("op"))
 	body, err := readAdjust(r.Body)
 	if err != nil {
@@ -53,18 +52,8 @@ func (s *Server) adjust(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	g, err := s.engines.forNamespace(r.Context(), act.Namespace)
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	set, err := g.Snapshot()
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
 	req := httpcheck.Request{Policy: act.Policy, Identity: body.Identity, Parts: body.Parts, Tier: body.Tier}
-	rule, c, status, err := httpcheck.CheckOf(set, &req)
+	rule, c, status, err := httpcheck.CheckOf(sc.set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return

@@ -8,10 +8,12 @@ import (
 	"strconv"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
@@ -50,28 +52,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // usage answers one usage read: authorized first, so that another namespace's policies are
 // refused alike whether they exist or not.
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
-	act := Action{Verb: "get", Namespace: r.PathValue("namespace"), Policy: r.PathValue("policy")}
-	who, err := s.guard.Check(r, act)
-	if err != nil {
-		s.refuse(w, err)
+	sc, ok := s.open(w, r, "get")
+	if !ok {
 		return
 	}
+	act, who, g := sc.act, sc.who, sc.engine
 	req, err := readQuery(act.Policy, r.URL.Query())
 	if err != nil {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	g, err := s.engines.forNamespace(r.Context(), act.Namespace)
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	set, err := g.Snapshot()
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	rule, c, status, err := httpcheck.CheckOf(set, &req)
+	rule, c, status, err := httpcheck.CheckOf(sc.set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return
@@ -88,7 +79,37 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	if !o.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	jsonreply.Write(w, status, httpcheck.ResponseOf(&o, set.Version))
+	jsonreply.Write(w, status, httpcheck.ResponseOf(&o, sc.set.Version))
+}
+
+// scope is one request's authorized view: who asks for what, and the namespace's engine on
+// its published snapshot.
+type scope struct {
+	act    Action
+	who    user.Info
+	engine *engine.Engine
+	set    *engine.Set
+}
+
+// open authorizes verb on the request's policy first (so that another namespace's policies
+// are refused alike whether they exist or not), then loads its namespace's snapshot. On a
+// refusal it has answered w and reports false.
+func (s *Server) open(w http.ResponseWriter, r *http.Request, verb string) (scope, bool) {
+	sc := scope{act: Action{Verb: verb, Namespace: r.PathValue("namespace"), Policy: r.PathValue("policy")}}
+	var err error
+	if sc.who, err = s.guard.Check(r, sc.act); err != nil {
+		s.refuse(w, err)
+		return sc, false
+	}
+	if sc.engine, err = s.engines.forNamespace(r.Context(), sc.act.Namespace); err != nil {
+		s.refuse(w, err)
+		return sc, false
+	}
+	if sc.set, err = sc.engine.Snapshot(); err != nil {
+		s.refuse(w, err)
+		return sc, false
+	}
+	return sc, true
 }
 
 // refuse answers an error: the guard's refusal as it says, no snapshot 404, else 503 (the

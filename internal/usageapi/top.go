@@ -41,28 +41,17 @@ type topQuery struct {
 // policy is peeked (nothing debited) against its own tier or the one asked for, and the
 // callers with the highest share of a limit used are listed by hash, with the share denied.
 func (s *Server) top(w http.ResponseWriter, r *http.Request) {
-	act := Action{Verb: "get", Namespace: r.PathValue("namespace"), Policy: r.PathValue("policy")}
-	who, err := s.guard.Check(r, act)
-	if err != nil {
-		s.refuse(w, err)
+	sc, ok := s.open(w, r, "get")
+	if !ok {
 		return
 	}
+	act, who, g := sc.act, sc.who, sc.engine
 	q, err := readTopQuery(r.URL.Query())
 	if err != nil {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	g, err := s.engines.forNamespace(r.Context(), act.Namespace)
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	set, err := g.Snapshot()
-	if err != nil {
-		s.refuse(w, err)
-		return
-	}
-	rule := set.Rule(act.Policy)
+	rule := sc.set.Rule(act.Policy)
 	if rule == nil {
 		jsonreply.Error(w, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", act.Policy, act.Namespace))
 		return
