@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -26,6 +27,10 @@ type Callers struct {
 	Scanned int
 }
 
+// ErrNoIdentityInKeys is the error of listing the callers of a policy whose key template
+// names no identity: every caller shares its counters.
+var ErrNoIdentityInKeys = errors.New("its key template names no ${identity}: every caller shares its counters")
+
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
@@ -39,7 +44,7 @@ var shardSuffix = regexp.MustCompile(`~[0-9]+$`)
 func (l *Limiter) Callers(ctx context.Context, p *Policy, max int) (Callers, error) {
 	pat, ok := p.state.IdentityPattern(keylayout.Values{Namespace: p.Namespace, Policy: p.Name, Limit: p.Limits[0].Name})
 	if !ok {
-		return Callers{}, fmt.Errorf("policy %s/%s: its key template names no identity", p.Namespace, p.Name)
+		return Callers{}, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, ErrNoIdentityInKeys)
 	}
 	out := Callers{}
 	seen := map[string]bool{}

@@ -33,3 +33,49 @@ func TestReadQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTopQuery: an overview's parameters, defaults when absent, and each bad one refused
+// naming it.
+func TestReadTopQuery(t *testing.T) {
+	q, err := readTopQuery(url.Values{})
+	if err != nil || q.n != defaultTopN || q.max != defaultTopMax || q.tier != "" {
+		t.Fatalf("defaults: %+v, %v", q, err)
+	}
+	q, err = readTopQuery(url.Values{"n": {"100"}, "max": {"100000"}, "tier": {"pro"}})
+	if err != nil || q.n != 100 || q.max != 100000 || q.tier != "pro" {
+		t.Fatalf("n, max, tier: %+v, %v", q, err)
+	}
+	for _, c := range []struct {
+		q     url.Values
+		field string
+	}{
+		{url.Values{"n": {"0"}}, "n:"},
+		{url.Values{"n": {"101"}}, "n:"},
+		{url.Values{"max": {"100001"}}, "max:"},
+		{url.Values{"max": {"x"}}, "max:"},
+		{url.Values{"identity": {"a"}}, "identity: unknown parameter"},
+	} {
+		if _, err := readTopQuery(c.q); err == nil || !strings.HasPrefix(err.Error(), c.field) {
+			t.Errorf("%v: %v; want an error beginning %q", c.q, err, c.field)
+		}
+	}
+}
+
+// TestReadAdjust: an adjustment's body is one JSON object of known fields, identity or parts.
+func TestReadAdjust(t *testing.T) {
+	req, err := readAdjust(strings.NewReader(`{"identity":"alice","amount":3,"requestId":"t-1","tier":"pro"}`))
+	if err != nil || req.Identity != "alice" || req.Amount != 3 || req.RequestID != "t-1" || req.Tier != "pro" {
+		t.Fatalf("a grant's body: %+v, %v", req, err)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"identity":"a","parts":["b"],"requestId":"r"}`, "identity:"},
+		{`{"identity":"a","amont":3}`, "body:"},
+		{`{"identity":"a"} {"identity":"b"}`, "body:"},
+		{`[1]`, "body:"},
+		{`{"identity":"` + strings.Repeat("a", 70<<10) + `"}`, "body is larger"},
+	} {
+		if _, err := readAdjust(strings.NewReader(c.body)); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%.60s: %v; want an error beginning %q", c.body, err, c.want)
+		}
+	}
+}

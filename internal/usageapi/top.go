@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
@@ -29,6 +30,9 @@ const (
 	topWorkers               = 8
 	topTimeout               = 30 * time.Second
 )
+
+// errNoTier is the error of an overview asked for a tier the policy does not have.
+var errNoTier = errors.New("no such tier")
 
 // topQuery is what a usage overview asks: how many callers to show and to read at most, and
 // the tier to read every caller against ("": each caller's own).
@@ -59,6 +63,10 @@ func (s *Server) top(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), topTimeout)
 	defer cancel()
 	ans, err := s.overview(ctx, g, rule, q)
+	if errors.Is(err, limiter.ErrNoIdentityInKeys) || errors.Is(err, errNoTier) {
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		s.log.Error(err, "usage overview failed", "namespace", act.Namespace, "policy", act.Policy)
 		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
@@ -103,7 +111,7 @@ func (s *Server) overview(ctx context.Context, g *engine.Engine, rule *engine.Ru
 			}
 		}
 		if asked == nil {
-			return usage.Top{}, fmt.Errorf("tier: policy %q has no tier %q", rule.Name(), q.tier)
+			return usage.Top{}, fmt.Errorf("tier: policy %q has no tier %q: %w", rule.Name(), q.tier, errNoTier)
 		}
 	}
 	found, err := g.Callers(ctx, rule, q.max)
@@ -146,7 +154,12 @@ func peekAll(ctx context.Context, g *engine.Engine, rule *engine.Rule, asked *en
 		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first: with Redis away, every peek fails alike
+		}
+	}
+	return out, nil
 }
 
 // peekCaller peeks one identity at cost 1.

@@ -38,6 +38,9 @@ func TestUsageTopUnderRBAC(t *testing.T) {
 	if code, _, raw := r.top(t, reader, a, "?n=1000"); code != http.StatusBadRequest || !strings.Contains(raw, "n:") {
 		t.Fatalf("n=1000: %d %s, want 400 naming n", code, raw)
 	}
+	if code, _, raw := r.top(t, reader, a, "?tier=gold"); code != http.StatusBadRequest || !strings.Contains(raw, "tier:") {
+		t.Fatalf("a tier the policy does not have: %d %s, want 400 naming tier", code, raw)
+	}
 	if code, _, raw := r.top(t, readerB, a, ""); code != http.StatusForbidden {
 		t.Fatalf("B's reader on A: %d %s, want 403", code, raw)
 	}
