@@ -85,8 +85,8 @@ func newGrantCommand(conn *connectionOptions) *cobra.Command {
 		use:   "grant POLICY [IDENTITY] N",
 		short: "Give a caller N units beyond each limit of a policy",
 		long: `Give a caller N units (1 to 1000000000) beyond each limit of a RateLimitPolicy's tier, until
-the limit's current window ends. TokenBucket and GCRA limits hold no more than their burst:
-there a grant is a refund, and APPLIED says how much took effect.`,
+the limit's current window ends. On TokenBucket and GCRA limits the grant is a credit beyond the
+burst, spent before the bucket's own tokens, for the bucket's refill time.`,
 		example: `  kubectl ratelimit grant -n shop orders alice 100
   kubectl ratelimit grant -n shop per-tenant-method --part acme --part POST 5 --request-id incident-4711`,
 	})

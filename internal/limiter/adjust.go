@@ -22,8 +22,8 @@ const (
 	// more than the limit holds when full, and never touches a grant.
 	OpRefund Op = "refund"
 	// OpGrant gives Amount units beyond each limit until its current window ends (FixedWindow,
-	// SlidingWindow). TokenBucket and GCRA hold no more than their burst: there a grant is a
-	// refund, and Applied says how much took effect.
+	// SlidingWindow: the count goes below 0), or for TokenBucket and GCRA a credit of Amount
+	// beyond the burst, spent before the bucket's own, for the bucket's refill time.
 	OpGrant Op = "grant"
 )
 

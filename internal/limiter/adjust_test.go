@@ -58,8 +58,8 @@ func remaining(t testing.TB, l *Limiter, p *Policy, identity string) []int64 {
 // TestAdjustExactEffect: for every algorithm, limits of 7 and 30 that cannot refill while
 // the test runs. 7 spent; a refund of 3 frees 3 on each limit and exactly 3 more are
 // admitted; a refund of 100 frees what is used and no more (7, then 7 admitted); a reset
-// frees everything; with 2 used, a grant of 5 gives 5 beyond the limit on the windows (10
-// admitted) and fills the buckets (7); a reset after a grant takes it back.
+// frees everything; with 2 used, a grant of 5 gives 5 beyond the limit (10 admitted); a
+// reset after a grant takes it back.
 func TestAdjustExactEffect(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
 		p := newPolicy(t, alg, FailClosed, peekLimits()...)
@@ -71,14 +71,10 @@ func TestAdjustExactEffect(t *testing.T) {
 		wantAdmits(t, l, p, 9, 7, "after a refund of everything")
 		wantChange(t, mustAdjust(t, l, p, "alice", OpReset, 0), "reset", change{7, 7}, change{30, 7})
 		wantAdmits(t, l, p, 2, 2, "after a reset")
-		// 2 used: a grant of 5 gives 5 beyond the limit on the windows, and fills the
-		// buckets (they hold their burst, no more: 2 of the 5 apply).
-		small, large := change{7, 2}, change{30, 2}
-		if windows(alg) {
-			small, large = change{10, 5}, change{33, 5}
-		}
-		wantChange(t, mustAdjust(t, l, p, "alice", OpGrant, 5), "grant 5 with 2 used", small, large)
-		wantAdmits(t, l, p, 15, int(small.remaining), "after a grant of 5 with 2 used")
+		// 2 used: a grant of 5 gives 5 beyond what is left (the windows count below 0, the
+		// buckets hold a credit beyond their burst).
+		wantChange(t, mustAdjust(t, l, p, "alice", OpGrant, 5), "grant 5 with 2 used", change{10, 5}, change{33, 5})
+		wantAdmits(t, l, p, 15, 10, "after a grant of 5 with 2 used")
 		mustAdjust(t, l, p, "alice", OpGrant, 50)
 		mustAdjust(t, l, p, "alice", OpReset, 0)
 		if got := remaining(t, l, p, "alice"); got[0] != 7 || got[1] != 30 {
@@ -171,10 +167,7 @@ func TestAdjustUnderConcurrentBurst(t *testing.T) {
 			}()
 		}
 		time.Sleep(20 * time.Millisecond)
-		op := OpRefund
-		if windows(alg) {
-			op = OpGrant
-		}
+		op := []Op{OpRefund, OpGrant}[len(alg)%2]
 		out := mustAdjust(t, l, p, "carol", op, 5)
 		done.Store(true)
 		wg.Wait()
@@ -200,6 +193,35 @@ func TestAdjustGrantEndsWithItsWindow(t *testing.T) {
 			untilNextSecond(100 * time.Millisecond)
 			if got := admits(t, l, p, "dave", 6); got != 3 {
 				t.Fatalf("the window after a grant of 10: %d of 6 admitted, want 3", got)
+			}
+		})
+	}
+}
+
+// TestAdjustBucketGrantEnds: a grant on a bucket is a credit that lasts the bucket's refill
+// time (burst * T) from the grant. 10 granted to a fresh caller of 3 per second, unused: a
+// second and a bit later the caller gets its 3 again, not 13. While the credit lasts the
+// state is the 32-byte '>dddd' value; spent, it is the bucket's own again.
+func TestAdjustBucketGrantEnds(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	for _, alg := range []Algorithm{TokenBucket, GCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			p := newPolicy(t, alg, FailClosed, Limit{Name: "second", Requests: 3, Period: time.Second})
+			if out := mustAdjust(t, l, p, "frank", OpGrant, 10); out.Limits[0].Remaining != 13 || out.Limits[0].Applied != 10 {
+				t.Fatalf("grant of 10 on a fresh caller: %+v, want 13 remaining", out)
+			}
+			if v := rdb.Get(context.Background(), p.Keys("frank", "")[0]).Val(); len(v) != 32 {
+				t.Fatalf("the state during a grant: %d bytes, want the 32-byte '>dddd' value", len(v))
+			}
+			time.Sleep(1200 * time.Millisecond)
+			if got := admits(t, l, p, "frank", 6); got != 3 {
+				t.Fatalf("after the grant's end: %d of 6 admitted, want 3", got)
+			}
+			mustAdjust(t, l, p, "gina", OpGrant, 2)
+			admits(t, l, p, "gina", 3)
+			if v := rdb.Get(context.Background(), p.Keys("gina", "")[0]).Val(); len(v) == 32 {
+				t.Fatal("a spent credit must leave the bucket's own value")
 			}
 		})
 	}
@@ -297,44 +319,94 @@ func TestLeaseReturnKeepsAGrant(t *testing.T) {
 	}
 }
 
+// usedModel is what a limit that cannot refill holds for one caller. The windows keep one
+// count (below 0 after a grant); the buckets keep what is used and a credit apart.
+type usedModel struct {
+	limit, used, credit int64
+	windows             bool
+}
+
+// left is what the model holds: the limit less what is used, plus any credit.
+func (m *usedModel) left() int64 { return m.limit - m.used + m.credit }
+
+// check admits cost when it fits (a credit paying first), and counts it.
+func (m *usedModel) check(cost int64) bool {
+	take := min(m.credit, cost)
+	if m.used+cost-take > m.limit {
+		return false
+	}
+	m.credit -= take
+	m.used += cost - take
+	return true
+}
+
+// adjust applies op: a reset uses nothing (grants gone); a refund takes back up to amount of
+// what is used, never below 0; a grant counts below 0 (windows) or adds a credit (buckets).
+func (m *usedModel) adjust(op Op, amount int64) {
+	switch {
+	case op == OpReset:
+		m.used, m.credit = 0, 0
+	case op == OpGrant && m.windows:
+		m.used -= amount
+	case op == OpGrant:
+		m.credit += amount
+	case m.used > 0:
+		m.used = max(0, m.used-amount)
+	}
+}
+
 // TestAdjustAgreesWithAModel: for every algorithm, 300 random steps on one caller of a limit
 // of 12 that cannot refill while the test runs: checks of cost 1 to 3 and refunds, grants
 // (1 to 8) and resets. Each decision and each adjustment's remaining and applied agree with
-// a model of what is used: a check admits when used + cost fits the limit; a refund takes
-// back up to its amount of what is used, never below 0; a grant does the same on the
-// buckets and on the windows counts below 0 (units beyond the limit); a reset uses nothing.
+// usedModel.
 func TestAdjustAgreesWithAModel(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
 		const limit = 12
 		p := newPolicy(t, alg, FailClosed, Limit{Name: "model", Requests: limit, Period: 1000 * time.Hour})
 		rng := rand.New(rand.NewPCG(7, uint64(len(alg))))
-		used := int64(0) // below 0 on the windows after a grant
+		m := &usedModel{limit: limit, windows: windows(alg)}
 		for step := range 300 {
 			if k := rng.IntN(10); k < 7 {
 				cost := 1 + rng.Int64N(3)
 				d := mustCheck(t, l, p, Request{Identity: "model", Cost: cost})
-				if want := used+cost <= limit; d.Allowed != want {
-					t.Fatalf("step %d: check of %d with %d used: allowed %v, want %v", step, cost, used, d.Allowed, want)
-				}
-				if d.Allowed {
-					used += cost
+				if want := m.check(cost); d.Allowed != want {
+					t.Fatalf("step %d: check of %d with %+v: allowed %v, want %v", step, cost, m, d.Allowed, want)
 				}
 				continue
 			}
 			op, amount := []Op{OpRefund, OpGrant, OpReset}[rng.IntN(3)], 1+rng.Int64N(8)
-			before := used
-			switch {
-			case op == OpReset:
-				amount, used = 0, 0
-			case op == OpGrant && windows(alg):
-				used -= amount
-			case used > 0:
-				used = max(0, used-amount)
+			before := m.left()
+			m.adjust(op, amount)
+			if op == OpReset {
+				amount = 0
 			}
 			out := mustAdjust(t, l, p, "model", op, amount)
-			if c := out.Limits[0]; c.Remaining != limit-used || c.Applied != before-used {
-				t.Fatalf("step %d: %s %d with %d used: %+v, want %d remaining, %d applied", step, op, amount, before, c, limit-used, before-used)
+			if c := out.Limits[0]; c.Remaining != m.left() || c.Applied != m.left()-before {
+				t.Fatalf("step %d: %s %d with %+v before: %+v, want %d remaining, %d applied", step, op, amount, before, c, m.left(), m.left()-before)
 			}
 		}
 	})
+}
+
+// TestNoLeaseOfACredit: a bucket's grant is a credit that checks spend, never leases: while
+// it lasts a lease call grants nothing (so no lease's return can give the bucket back units
+// the credit paid for), and checks spend it exactly.
+func TestNoLeaseOfACredit(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	ctx := context.Background()
+	for _, alg := range []Algorithm{TokenBucket, GCRA} {
+		p := newPolicy(t, alg, FailClosed, Limit{Name: "slow", Requests: 10, Period: 1000 * time.Hour})
+		state := p.Keys("lessee", "")[0]
+		admits(t, l, p, "lessee", 4)
+		mustAdjust(t, l, p, "lessee", OpGrant, 5)
+		v, err := evalOne(ctx, rdb, p.leaseScript, []string{state, state + ":lease:1"},
+			append([]any{"5", p.ttlMS, "1", "-1", "t", "1"}, p.limitArg...))
+		if r, ok := v.([]any); err != nil || !ok || r[0] != int64(0) {
+			t.Fatalf("%s: a lease while a credit lasts: %v, %v; want nothing granted", alg, v, err)
+		}
+		if got := admits(t, l, p, "lessee", 12); got != 11 {
+			t.Fatalf("%s: 4 used of 10 and a credit of 5: %d of 12 admitted, want 11", alg, got)
+		}
+	}
 }

@@ -17,7 +17,8 @@
 -- ARGV[5]      op: "reset" (every limit as fresh, grants included), "refund" (undo charges:
 --              never more than the limit holds when full, never touching a grant), "grant"
 --              (windows: units beyond the limit until the current window ends; TokenBucket
---              and GCRA, which hold no more than their burst: as a refund).
+--              and GCRA: a credit beyond the burst for the bucket's refill time, see
+--              keep_usage.lua).
 -- ARGV[2i+4], ARGV[2i+5]  limit i: as the algorithm's check script takes it.
 -- ARGV[last]   "keep", where the algorithm takes it: values are written at this T.
 -- Reply        {replayed, r_1, applied_1, reset_1, ..., r_n, applied_n, reset_n}: replayed 1

@@ -58,28 +58,35 @@ elseif tat > now + tau then
   -- backwards): no cell left, and no reply reaches past now + tau.
   tat = now + tau
 end
-local new_tat = tat + cost * T
+-- A grant's credit (0 without one) pays first: take of the cost; the cells pay the rest.
+local take = credit < cost and credit or cost
+local new_tat = tat + (cost - take) * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
-if cost <= burst and new_tat - now <= tau then
+if cost - take <= burst and new_tat - now <= tau then
   new, r, rs = new_tat, now + tau - new_tat, new_tat - now
-  if keep then
+  if credit > take then
+    new = struct.pack('>dddd', new, T, credit - take, till)
+  elseif keep then
     new = struct.pack('>dd', new, T)
   end
+  credit = credit - take
 else
   r, rs, retry = now + tau - tat, tat - now, -1
-  if cost <= burst then
+  if cost - take <= burst then
     retry = new_tat - now - tau
     retry = (retry + (-retry) % 1000) / 1000
   end
   if rescaled and not capped then
-    moved = keep and struct.pack('>dd', tat, T) or tat -- read at another T: now at this one
+    -- Read at another T: now at this one.
+    moved = credit > 0 and struct.pack('>dddd', tat, T, credit, till) or keep and struct.pack('>dd', tat, T) or tat
   end
 end
 r = (r - r % T) / T
 if r < 0 then
   r = 0 -- never below 0
 end
+r = r + credit
 rs = (rs + (-rs) % 1000) / 1000
 -- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
 -- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
@@ -99,26 +106,44 @@ if rescaled and not capped then
   -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
   -- a capped value is not: it keeps the whole debt).
   moves = moves or {}
-  moves[i] = keep and struct.pack('>dd', tat, T) or tat
+  moves[i] = credit > 0 and struct.pack('>dddd', tat, T, credit, till) or keep and struct.pack('>dd', tat, T) or tat
 end
-local new_tat = tat + cost * T
-local left = math.max(0, math.floor((now + tau - tat) / T))
-if cost > burst then
+-- As in the single-limit path: a grant's credit pays first.
+local take = math.min(credit, cost)
+local new_tat = tat + (cost - take) * T
+local left = math.max(0, math.floor((now + tau - tat) / T)) + credit
+if cost - take > burst then
   ok, r, retry, reset = false, left, -1, tat - now
 elseif new_tat - now > tau then
   ok, r, retry, reset = false, left, new_tat - now - tau, tat - now
 else
-  ok, r, retry, reset = true, math.floor((now + tau - new_tat) / T), 0, new_tat - now
-  vals[i] = keep and struct.pack('>dd', new_tat, T) or new_tat
+  ok, r, retry, reset = true, math.floor((now + tau - new_tat) / T) + credit - take, 0, new_tat - now
+  if credit > take then
+    vals[i] = struct.pack('>dddd', new_tat, T, credit - take, till)
+  else
+    vals[i] = keep and struct.pack('>dd', new_tat, T) or new_tat
+  end
 end
--- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (tat, T, keep);
--- op and amount are the adjustment's. A GCRA limit holds no more than its burst, so a grant
--- is a refund: both move the TAT back by up to amount cells, never before now; a reset to now.
-local free = tat - now
-if op ~= 'reset' and amount * T < free then
-  free = amount * T
+-- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (tat, T, keep,
+-- credit, till, tau); op and amount are the adjustment's. As token_bucket.lua's: a reset
+-- moves the TAT to now and drops any credit; a refund moves it back by up to amount cells,
+-- never before now, never touching a credit; a grant adds amount to the credit, cells beyond
+-- the burst taken first, until burst * T from now (or an earlier grant's end, if later).
+local free, c, u = tat - now, credit, till
+if op == 'reset' then
+  c = 0
+elseif op == 'refund' then
+  if amount * T < free then
+    free = amount * T
+  end
+else
+  free, c, u = 0, math.min(credit + amount, 1099511627776), math.max(till, now + tau)
 end
-if free > 0 then
-  vals[i] = keep and struct.pack('>dd', tat - free, T) or tat - free
+if free > 0 or c ~= credit then
+  if c > 0 then
+    vals[i] = struct.pack('>dddd', tat - free, T, c, u)
+  else
+    vals[i] = keep and struct.pack('>dd', tat - free, T) or tat - free
+  end
   adj = true
 end

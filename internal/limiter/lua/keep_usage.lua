@@ -23,7 +23,7 @@
 -- converts it. The new rate is in force from the caller's first call under it that does not
 -- cap; an idle or capped caller's state refills at the rate it was written at until then.
 --
--- Two formats:
+-- Three formats:
 -- - an integer, the time alone: written by a call without 'keep' (and before tiers). Read as
 --   written at this T, as it always was.
 -- - struct '>dd' (time, T0 = the µs per token it was written at): written by a keep-usage
@@ -43,15 +43,25 @@
 --   tokens that µs may reach one past cap: at is then now + cap and not capped (the debt
 --   fits, below cap). A value outside the exact case is capped when its rounded debt is
 --   cap or more.
+-- - struct '>dddd' (time, T0, credit, until): written while a grant (adjust.lua) lasts. The
+--   first two read as '>dd'; credit is whole units beyond the burst, taken before the
+--   bucket's own, until the Redis-clock time until (µs). Out: credit (0 when none, or when
+--   until has passed) and till (until).
 -- Big-endian, so that a packed value never reads as a number: for any time from 2005 to 2255
 -- its first byte is 0x43 ('C'), which begins no numeral. A 16-byte value whose T0 is not at
 -- least 1, or whose time is not after now, is a full bucket, as is any value not ours.
 -- @read
-local at, rescaled, capped = tonumber(v), false, false
+local at, rescaled, capped, credit, till = tonumber(v), false, false, 0, 0
 if not at then
   at = now
-  if v and #v == 16 then
+  if v and (#v == 16 or #v == 32) then
     local t0, T0 = struct.unpack('>dd', v)
+    if #v == 32 then
+      local c, u = struct.unpack('>dd', v, 17)
+      if u > now and c >= 1 and c <= 1099511627776 then
+        credit, till = c - c % 1, u
+      end
+    end
     if T0 == T then
       at = t0
     elseif t0 > now and T0 >= 1 then

@@ -133,6 +133,16 @@ local want = tonumber(ARGV[1])
 if want < 1 then
   return {0, returned, 0}
 end
+-- A grant's credit (a 32-byte TokenBucket or GCRA value, see adjust.lua) is spent by checks
+-- only, never leased: while one lasts, no lease (checks go to Redis one by one), and a
+-- lease's cells are always the bucket's, so a return gives back only what it took.
+if kind == 't' then
+  for i = 1, n do
+    if type(vals[i]) == 'string' and #vals[i] == 32 then
+      return {0, returned, 0}
+    end
+  end
+end
 
 -- Take: pass 1 asks for want units; pass 2, if that is more than the share of what every
 -- limit has, asks for the share.

@@ -56,28 +56,35 @@ elseif full > now + cap then
   full = now + cap
 end
 local used = full - now
-local after = used + cost * T
+-- A grant's credit (0 without one) pays first: take of the cost; the bucket pays the rest.
+local take = credit < cost and credit or cost
+local after = used + (cost - take) * T
 -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, and
 -- (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a function call.
-if cost <= burst and after <= cap then
+if cost - take <= burst and after <= cap then
   new, r, rs = now + after, cap - after, (after + (-after) % 1000) / 1000
-  if keep then
+  if credit > take then
+    new = struct.pack('>dddd', new, T, credit - take, till)
+  elseif keep then
     new = struct.pack('>dd', new, T)
   end
+  credit = credit - take
 else
   r, rs, retry = cap - used, (used + (-used) % 1000) / 1000, -1
-  if cost <= burst then
+  if cost - take <= burst then
     retry = after - cap
     retry = (retry + (-retry) % 1000) / 1000
   end
   if rescaled and not capped then
-    moved = keep and struct.pack('>dd', full, T) or full -- read at another T: now at this one
+    -- Read at another T: now at this one.
+    moved = credit > 0 and struct.pack('>dddd', full, T, credit, till) or keep and struct.pack('>dd', full, T) or full
   end
 end
 r = (r - r % T) / T
 if r < 0 then
   r = 0 -- never below 0
 end
+r = r + credit
 -- @body: runs inline in the driver's loop over limits (see driver.lua) and in lease.lua's;
 -- a, b = T, burst. A value read at another T and not capped goes into moves[i], written if
 -- the call denies.
@@ -95,26 +102,45 @@ if rescaled and not capped then
   -- Read at another T: written back at this one if the call denies (see keep_usage.lua;
   -- a capped value is not: it keeps the whole debt).
   moves = moves or {}
-  moves[i] = keep and struct.pack('>dd', full, T) or full
+  moves[i] = credit > 0 and struct.pack('>dddd', full, T, credit, till) or keep and struct.pack('>dd', full, T) or full
 end
 local used = full - now
-local after = used + cost * T
-if cost > burst then
-  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)), -1, used
+-- As in the single-limit path: a grant's credit pays first.
+local take = math.min(credit, cost)
+local after = used + (cost - take) * T
+if cost - take > burst then
+  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)) + credit, -1, used
 elseif after > cap then
-  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)), after - cap, used
+  ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)) + credit, after - cap, used
 else
-  ok, r, retry, reset = true, math.floor((cap - after) / T), 0, after
-  vals[i] = keep and struct.pack('>dd', now + after, T) or now + after
+  ok, r, retry, reset = true, math.floor((cap - after) / T) + credit - take, 0, after
+  if credit > take then
+    vals[i] = struct.pack('>dddd', now + after, T, credit - take, till)
+  else
+    vals[i] = keep and struct.pack('>dd', now + after, T) or now + after
+  end
 end
 -- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (full, used, T,
--- keep); op and amount are the adjustment's. A bucket holds no more than its burst, so a
--- grant is a refund: both free up to amount tokens of what is used, a reset all of it.
-local free = used
-if op ~= 'reset' and amount * T < used then
-  free = amount * T
+-- keep, credit, till, cap); op and amount are the adjustment's. A reset frees what is used
+-- and drops any credit; a refund frees up to amount tokens of what is used (never beyond the
+-- burst, never touching a credit); a grant adds amount to the credit, units beyond the burst
+-- taken before the bucket's own, until the bucket's refill time (burst * T) from now (or
+-- an earlier grant's end, if later).
+local free, c, u = used, credit, till
+if op == 'reset' then
+  c = 0
+elseif op == 'refund' then
+  if amount * T < used then
+    free = amount * T
+  end
+else
+  free, c, u = 0, math.min(credit + amount, 1099511627776), math.max(till, now + cap)
 end
-if free > 0 then
-  vals[i] = keep and struct.pack('>dd', full - free, T) or full - free
+if free > 0 or c ~= credit then
+  if c > 0 then
+    vals[i] = struct.pack('>dddd', full - free, T, c, u)
+  else
+    vals[i] = keep and struct.pack('>dd', full - free, T) or full - free
+  end
   adj = true
 end
