@@ -140,41 +140,51 @@ func TestAdjustIdempotent(t *testing.T) {
 	})
 }
 
-// TestAdjustUnderConcurrentBurst: 8 callers hammer an exhausted limit of 20 while a refund of
-// 5 lands in the middle of the burst; each keeps checking for 10 more after it. Exactly 5
-// are admitted: the refund's units and not one more, whatever interleaving.
+// TestAdjustUnderConcurrentBurst: 8 callers hammer an exhausted limit of 20 while a refund,
+// then on a fresh policy a grant, of 5 lands in the middle of the burst; each keeps checking
+// for 10 more after it. Exactly 5 are admitted each time: the change's units and not one
+// more, whatever interleaving.
 func TestAdjustUnderConcurrentBurst(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
-		p := newPolicy(t, alg, FailClosed, Limit{Name: "burst", Requests: 20, Period: 1000 * time.Hour})
-		if got := admits(t, l, p, "carol", 20); got != 20 {
-			t.Fatalf("%d of 20 admitted", got)
-		}
-		var admitted atomic.Int64
-		var done atomic.Bool
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for after := 0; after < 10; {
-					if done.Load() {
-						after++
-					}
-					if l.Check(context.Background(), p, Request{Identity: "carol"}).Allowed {
-						admitted.Add(1)
-					}
-				}
-			}()
-		}
-		time.Sleep(20 * time.Millisecond)
-		op := []Op{OpRefund, OpGrant}[len(alg)%2]
-		out := mustAdjust(t, l, p, "carol", op, 5)
-		done.Store(true)
-		wg.Wait()
-		if got := admitted.Load(); got != 5 || out.Limits[0].Applied != 5 {
-			t.Fatalf("%s of 5 during a burst of 8 callers: %d admitted (applied %d), want exactly 5", op, got, out.Limits[0].Applied)
+		for _, op := range []Op{OpRefund, OpGrant} {
+			p := newPolicy(t, alg, FailClosed, Limit{Name: "burst", Requests: 20, Period: 1000 * time.Hour})
+			if got := admits(t, l, p, "carol", 20); got != 20 {
+				t.Fatalf("%d of 20 admitted", got)
+			}
+			got, out := burstDuring(t, l, p, op)
+			if got != 5 || out.Limits[0].Applied != 5 {
+				t.Fatalf("%s of 5 during a burst of 8 callers: %d admitted (applied %d), want exactly 5", op, got, out.Limits[0].Applied)
+			}
 		}
 	})
+}
+
+// burstDuring has 8 callers check carol against p while op of 5 lands 20 ms in, each going
+// on for 10 checks after it; it returns how many were admitted and the adjustment's answer.
+func burstDuring(t *testing.T, l *Limiter, p *Policy, op Op) (int64, Adjusted) {
+	t.Helper()
+	var admitted atomic.Int64
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for after := 0; after < 10; {
+				if done.Load() {
+					after++
+				}
+				if l.Check(context.Background(), p, Request{Identity: "carol"}).Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	out := mustAdjust(t, l, p, "carol", op, 5)
+	done.Store(true)
+	wg.Wait()
+	return admitted.Load(), out
 }
 
 // TestAdjustGrantEndsWithItsWindow: a grant on a window limit lasts until that window ends.
