@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -199,10 +198,8 @@ func (o *adjustOptions) validate() error {
 		return errors.New("IDENTITY is empty")
 	case o.requestIDSet && strings.TrimSpace(o.requestID) == "":
 		return errors.New("--request-id is empty: give the id of the change to retry, or leave the flag out for a new one")
-	case o.output != "table" && o.output != "json":
-		return fmt.Errorf("--output %q: want table or json", o.output)
 	}
-	return nil
+	return checkOutput(o.output)
 }
 
 // ensureRequestID generates a request id unless --request-id gave one.
@@ -236,26 +233,21 @@ func (o *adjustOptions) request() usage.AdjustRequest {
 // print prints the server's answer: as JSON (a generated request id to errOut), or as a
 // summary line, notes and a table of the limits.
 func (o *adjustOptions) print(out, errOut io.Writer, body []byte) error {
-	if o.output == "json" {
-		if o.generated {
-			if _, err := fmt.Fprintln(errOut, requestIDLine(o.requestID)); err != nil {
-				return fmt.Errorf("writing the request id: %w", err)
-			}
+	if o.output == "json" && o.generated {
+		if _, err := fmt.Fprintln(errOut, requestIDLine(o.requestID)); err != nil {
+			return fmt.Errorf("writing the request id: %w", err)
 		}
-		return writeJSON(out, body)
 	}
-	var answer usage.Adjusted
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return fmt.Errorf("decoding the usage server's answer: %w", err)
-	}
-	lines := []string{o.summary(&answer)}
-	if o.generated {
-		lines = append(lines, requestIDLine(o.requestID))
-	}
-	if answer.Replayed {
-		lines = append(lines, "replayed: an earlier request with this id already applied it; nothing changed now")
-	}
-	return writeAdjustTable(out, lines, answer.Limits)
+	return printAnswer(out, o.output, body, func(a *usage.Adjusted) error {
+		lines := []string{o.summary(a)}
+		if o.generated {
+			lines = append(lines, requestIDLine(o.requestID))
+		}
+		if a.Replayed {
+			lines = append(lines, "replayed: an earlier request with this id already applied it; nothing changed now")
+		}
+		return writeAdjustTable(out, lines, a.Limits)
+	})
 }
 
 // summary is the line that says what changed: "granted 5 to orders (tier gold) for caller

@@ -225,11 +225,7 @@ func TestAdjustBadAmount(t *testing.T) {
 // request id and a bad output format are refused before anything is sent.
 func TestAdjustBadArguments(t *testing.T) {
 	srv := newFakeUsageServer(t, testToken, http.StatusOK, grantedBody)
-	kubeconfig := tokenKubeconfig(t)
-	for _, tc := range []struct {
-		args    []string
-		wantErr string
-	}{
+	requireRefusedLocally(t, srv, []refusal{
 		{[]string{"grant", "orders", "alice", "--part", "x", "5"}, "IDENTITY and --part are mutually exclusive"},
 		{[]string{"reset", "orders", "alice", "--part", "x"}, "IDENTITY and --part are mutually exclusive"},
 		{[]string{"reset", "orders"}, "no caller: give IDENTITY, or a composite identity's parts with --part"},
@@ -239,15 +235,7 @@ func TestAdjustBadArguments(t *testing.T) {
 		{[]string{"reset", "orders", "alice", "--request-id", ""}, "--request-id is empty"},
 		{[]string{"grant", "orders", "alice", "5", "-o", "yaml"}, `--output "yaml"`},
 		{[]string{"reset", "orders", "alice", "bob"}, "accepts between 1 and 2 arg(s)"},
-	} {
-		res := runPlugin(t, srv.args(t, append([]string{"--kubeconfig", kubeconfig}, tc.args...)...)...)
-		if res.code != 1 || !strings.Contains(res.stderr, tc.wantErr) {
-			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", tc.args, res.code, res.stderr, tc.wantErr)
-		}
-	}
-	if n := len(srv.requests()); n != 0 {
-		t.Errorf("%d requests sent", n)
-	}
+	})
 }
 
 // TestAdjustServerErrors: any status but 200 is an error, exit 1, printed as "error:

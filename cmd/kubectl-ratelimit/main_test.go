@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +209,27 @@ func clientCertPEM(t *testing.T) (certPEM, keyPEM []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// refusal is a command line the plugin must refuse before sending anything, and what its
+// error says.
+type refusal struct {
+	args    []string
+	wantErr string
+}
+
+// requireRefusedLocally runs each command line with a token kubeconfig against srv and
+// requires exit 1 with its error on stderr, and no request sent.
+func requireRefusedLocally(t *testing.T, srv *fakeUsageServer, cases []refusal) {
+	t.Helper()
+	kubeconfig := tokenKubeconfig(t)
+	for _, tc := range cases {
+		res := runPlugin(t, srv.args(t, append([]string{"--kubeconfig", kubeconfig}, tc.args...)...)...)
+		if res.code != 1 || !strings.Contains(res.stderr, tc.wantErr) {
+			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", tc.args, res.code, res.stderr, tc.wantErr)
+		}
+	}
+	if n := len(srv.requests()); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
 }

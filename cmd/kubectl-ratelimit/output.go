@@ -38,6 +38,27 @@ func writeJSON(w io.Writer, body []byte) error {
 	return nil
 }
 
+// checkOutput refuses an output format other than table and json.
+func checkOutput(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("--output %q: want table or json", format)
+	}
+	return nil
+}
+
+// printAnswer prints the usage server's answer body: as is (indented) for -o json, else
+// decoded into a T and written by table.
+func printAnswer[T any](out io.Writer, format string, body []byte, table func(*T) error) error {
+	if format == "json" {
+		return writeJSON(out, body)
+	}
+	var answer T
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return fmt.Errorf("decoding the usage server's answer: %w", err)
+	}
+	return table(&answer)
+}
+
 // writeUsageTable prints the decision, then each limit of the tier:
 //
 //	POLICY   TIER   IDENTITY   DECISION

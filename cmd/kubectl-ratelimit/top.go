@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,17 +80,12 @@ func (o *topOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		return writeJSON(out, body)
-	}
-	var answer usage.Top
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return fmt.Errorf("decoding the usage server's answer: %w", err)
-	}
-	if answer.Policy == "" {
-		answer.Policy = o.policy
-	}
-	return writeTopTable(out, &answer)
+	return printAnswer(out, o.output, body, func(a *usage.Top) error {
+		if a.Policy == "" {
+			a.Policy = o.policy
+		}
+		return writeTopTable(out, a)
+	})
 }
 
 // validate checks the arguments before anything is sent.
@@ -103,10 +97,8 @@ func (o *topOptions) validate() error {
 		return fmt.Errorf("--n %d: want a whole number from 1 to %d", o.n, maxTopN)
 	case o.maxSet && (o.max < 1 || o.max > maxTopMax):
 		return fmt.Errorf("--max %d: want a whole number from 1 to %d", o.max, maxTopMax)
-	case o.output != "table" && o.output != "json":
-		return fmt.Errorf("--output %q: want table or json", o.output)
 	}
-	return nil
+	return checkOutput(o.output)
 }
 
 // query holds the parameters given, and only those: n, max, tier.

@@ -116,11 +116,7 @@ func TestTopJSON(t *testing.T) {
 // naming the flag, before anything is sent.
 func TestTopBadArguments(t *testing.T) {
 	srv := newFakeUsageServer(t, testToken, http.StatusOK, topBody)
-	kubeconfig := tokenKubeconfig(t)
-	for _, tc := range []struct {
-		args    []string
-		wantErr string
-	}{
+	requireRefusedLocally(t, srv, []refusal{
 		{[]string{"top", "orders", "--n", "0"}, "--n 0: want a whole number from 1 to 100"},
 		{[]string{"top", "orders", "--n", "101"}, "--n 101"},
 		{[]string{"top", "orders", "--n", "-3"}, "--n -3"},
@@ -130,15 +126,7 @@ func TestTopBadArguments(t *testing.T) {
 		{[]string{"top", "orders", "-o", "yaml"}, `--output "yaml"`},
 		{[]string{"top"}, "accepts 1 arg(s)"},
 		{[]string{"top", ""}, "POLICY is empty"},
-	} {
-		res := runPlugin(t, srv.args(t, append([]string{"--kubeconfig", kubeconfig}, tc.args...)...)...)
-		if res.code != 1 || !strings.Contains(res.stderr, tc.wantErr) {
-			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", tc.args, res.code, res.stderr, tc.wantErr)
-		}
-	}
-	if n := len(srv.requests()); n != 0 {
-		t.Errorf("%d requests sent", n)
-	}
+	})
 }
 
 // TestTopServerErrors: any status but 200 is an error, exit 1, printed as "error: <status>:

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -78,17 +76,12 @@ func (o *usageOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		return writeJSON(out, body)
-	}
-	var answer usageAnswer
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return fmt.Errorf("decoding the usage server's answer: %w", err)
-	}
-	if answer.Policy == "" {
-		answer.Policy = o.policy
-	}
-	return writeUsageTable(out, &answer, identityLabel(o.identity, o.hasIdentity, o.parts))
+	return printAnswer(out, o.output, body, func(a *usageAnswer) error {
+		if a.Policy == "" {
+			a.Policy = o.policy
+		}
+		return writeUsageTable(out, a, identityLabel(o.identity, o.hasIdentity, o.parts))
+	})
 }
 
 // validate checks the arguments before anything is sent.
@@ -99,8 +92,8 @@ func (o *usageOptions) validate() error {
 	if o.hasIdentity && len(o.parts) > 0 {
 		return errIdentityAndParts
 	}
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("--output %q: want table or json", o.output)
+	if err := checkOutput(o.output); err != nil {
+		return err
 	}
 	return nil
 }

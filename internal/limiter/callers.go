@@ -23,8 +23,6 @@ type Callers struct {
 	// Unreadable counts keys whose identity is stored only as a digest (an identity of over
 	// keylayout.MaxEncodedLen bytes of key text), which no read can name.
 	Unreadable int
-	// Scanned is how many keys SCAN returned that matched the policy's pattern.
-	Scanned int
 }
 
 // ErrNoIdentityInKeys is the error of listing the callers of a policy whose key template
@@ -51,7 +49,6 @@ func (l *Limiter) Callers(ctx context.Context, p *Policy, max int) (Callers, err
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, pat.Match, scanCount).Iterator()
 		for it.Next(ctx) {
-			out.Scanned++
 			enc, ok := pat.Identity(it.Val())
 			if !ok {
 				continue

@@ -29,13 +29,3 @@ func (g *Engine) Adjust(ctx context.Context, r *Rule, c Check, a limiter.Adjustm
 	out, err := lim.Adjust(ctx, t.Policy, a)
 	return t, out, err
 }
-
-// Callers lists the identities holding counters of r's policy now (limiter.Callers), at most
-// max.
-func (g *Engine) Callers(ctx context.Context, r *Rule, max int) (limiter.Callers, error) {
-	lim := g.limiter()
-	if lim == nil {
-		return limiter.Callers{}, ErrNoRedisYet
-	}
-	return lim.Callers(ctx, r.def.Policy, max)
-}
