@@ -101,45 +101,59 @@ func (l *Limiter) Adjust(ctx context.Context, p *Policy, a Adjustment) (Adjusted
 	if err := a.Validate(); err != nil {
 		return Adjusted{}, err
 	}
+	return l.apply(ctx, p, adjustCall{Adjustment: a, recordTTL: AdjustRecordTTL})
+}
+
+// adjustCall is one call of the adjustment script: an Adjustment (any op, settlements' too),
+// how long its record lives, and for an unreserve how long ago the reservation was taken.
+type adjustCall struct {
+	Adjustment
+	recordTTL time.Duration
+	ago       time.Duration
+}
+
+// apply makes c on p: on every shard of a sharded policy (a reset on each, other ops
+// spread over them as the limit is), else once.
+func (l *Limiter) apply(ctx context.Context, p *Policy, c adjustCall) (Adjusted, error) {
 	if p.shards == nil {
-		return l.adjustOne(ctx, p, a)
+		return l.adjustOne(ctx, p, c)
 	}
-	ids := p.shards.identities(a.Identity)
+	ids := p.shards.identities(c.Identity)
 	out := Adjusted{Replayed: true, Limits: make([]LimitChange, len(p.Limits))}
 	for i, lim := range p.Limits {
 		out.Limits[i] = LimitChange{Name: lim.Name, Limit: p.size(i)}
 	}
 	for i, id := range ids {
-		sa := a
-		sa.Identity = id
-		if a.Op != OpReset {
-			if sa.Amount = shareOf(p.Algorithm, Limit{Requests: a.Amount}, len(ids), i).Requests; sa.Amount == 0 {
+		sc := c
+		sc.Identity = id
+		if c.Op != OpReset {
+			if sc.Amount = shareOf(p.Algorithm, Limit{Requests: c.Amount}, len(ids), i).Requests; sc.Amount == 0 {
 				continue
 			}
 		}
-		part, err := l.adjustOne(ctx, p.shards.parts[i], sa)
+		part, err := l.adjustOne(ctx, p.shards.parts[i], sc)
 		if err != nil {
 			return Adjusted{}, fmt.Errorf("shard %d of %d: %w", i, len(ids), err)
 		}
 		out.Replayed = out.Replayed && part.Replayed
-		for j, c := range part.Limits {
+		for j, ch := range part.Limits {
 			s := &out.Limits[j]
-			s.Remaining += c.Remaining
-			s.Applied += c.Applied
-			s.ResetAfter = max(s.ResetAfter, c.ResetAfter)
+			s.Remaining += ch.Remaining
+			s.Applied += ch.Applied
+			s.ResetAfter = max(s.ResetAfter, ch.ResetAfter)
 		}
 	}
 	return out, nil
 }
 
-// adjustOne is Adjust of a policy that is not sharded (or one shard of one).
-func (l *Limiter) adjustOne(ctx context.Context, p *Policy, a Adjustment) (Adjusted, error) {
-	keys := p.Keys(a.Identity, "")
-	keys = append(keys, adjustRecordKey(keys[0], a.RequestID))
+// adjustOne is apply of a policy that is not sharded (or one shard of one).
+func (l *Limiter) adjustOne(ctx context.Context, p *Policy, c adjustCall) (Adjusted, error) {
+	keys := p.Keys(c.Identity, "")
+	keys = append(keys, adjustRecordKey(keys[0], c.RequestID))
 	call := func(at time.Time) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()
-		return evalOne(ctx, l.rdb, p.adjustScript, keys, p.adjustArgs(a, at))
+		return evalOne(ctx, l.rdb, p.adjustScript, keys, p.adjustArgs(c, at))
 	}
 	v, err := l.atServerTime(p, call)
 	if err != nil {
@@ -158,17 +172,18 @@ func adjustRecordKey(first, requestID string) string {
 	return first + ":adjust:" + hex.EncodeToString(sum[:16])
 }
 
-// adjustArgs is ARGV of an adjustment at server time at: amount, the state TTL, the record
-// TTL, the fingerprint, the op, then the limits as a check's.
-func (p *Policy) adjustArgs(a Adjustment, at time.Time) []any {
-	args := p.buildArgs(a.Amount, "")
+// adjustArgs is ARGV of a change at server time at: amount, the state TTL, the record TTL,
+// the fingerprint, the op, how long ago (µs) the reservation was taken, then the limits as
+// a check's.
+func (p *Policy) adjustArgs(c adjustCall, at time.Time) []any {
+	args := p.buildArgs(c.Amount, "")
 	limits := args[3:]
 	if p.calendars != nil {
 		p.calendars.fill(limits[:len(p.limitArg)], at)
 	}
-	out := make([]any, 0, 5+len(limits))
-	out = append(out, strconv.FormatInt(a.Amount, 10), p.ttlMS, strconv.FormatInt(AdjustRecordTTL.Milliseconds(), 10),
-		p.adjustFingerprint(a), string(a.Op))
+	out := make([]any, 0, 6+len(limits))
+	out = append(out, strconv.FormatInt(c.Amount, 10), p.ttlMS, strconv.FormatInt(c.recordTTL.Milliseconds(), 10),
+		p.adjustFingerprint(c.Adjustment), string(c.Op), strconv.FormatInt(c.ago.Microseconds(), 10))
 	return append(out, limits...)
 }
 

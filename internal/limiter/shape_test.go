@@ -94,7 +94,7 @@ func adjustShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
 	fp := strings.Repeat("f", 16)
-	head := func(amount, op string) []any { return []any{amount, "60000", "60000", fp, op} }
+	head := func(amount, op string) []any { return []any{amount, "60000", "60000", fp, op, "0"} }
 	return []hostileShape{
 		{"nine limits", keys(10), append(head("1", "grant"), limits(9)...)},
 		{"a hundred thousand limits", keys(100001), append(head("1", "grant"), limits(100000)...)},
@@ -106,8 +106,13 @@ func adjustShapes(tag string) []hostileShape {
 		{"a fractional grant", keys(2), append(head("1.5", "grant"), limits(1)...)},
 		{"a grant beyond 2^40", keys(2), append(head("1099511627777", "grant"), limits(1)...)},
 		{"a reset with an amount", keys(2), append(head("3", "reset"), limits(1)...)},
-		{"a short fingerprint", keys(2), append([]any{"1", "60000", "60000", "f", "grant"}, limits(1)...)},
-		{"a record ttl of 0", keys(2), append([]any{"1", "60000", "0", fp, "grant"}, limits(1)...)},
+		{"a short fingerprint", keys(2), append([]any{"1", "60000", "60000", "f", "grant", "0"}, limits(1)...)},
+		{"a record ttl of 0", keys(2), append([]any{"1", "60000", "0", fp, "grant", "0"}, limits(1)...)},
+		{"a charge of 0", keys(2), append(head("0", "charge"), limits(1)...)},
+		{"an unreserve beyond 2^40", keys(2), append(head("1099511627777", "unreserve"), limits(1)...)},
+		{"a negative ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve", "-1"}, limits(1)...)},
+		{"a fractional ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve", "0.5"}, limits(1)...)},
+		{"no ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve"}, limits(1)...)},
 	}
 }
 

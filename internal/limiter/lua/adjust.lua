@@ -1,5 +1,7 @@
 -- adjust.lua: an administrative change to one identity's counters of a policy: reset them,
--- refund units charged, or grant units beyond the limit for the current window. The Go side
+-- refund units charged, or grant units beyond the limit for the current window; or a
+-- settlement of a cost known after the response: charge what it cost beyond its
+-- reservation, or unreserve what it did not use. The Go side
 -- composes one script per algorithm: this driver with the algorithm's loop body (after
 -- its @body marker line) inlined at both @check markers below and its adjustment (after
 -- its @adjust marker line) at the @adjust marker. Each limit's body runs at cost 0 to read the
@@ -10,7 +12,8 @@
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag.
 -- KEYS[n+1]    the adjustment's record (same tag): the fingerprint, then the reply's numbers.
--- ARGV[1]      amount: units to refund or grant (a whole number, 1 to 2^40); "0" for a reset.
+-- ARGV[1]      amount: units to refund, grant, charge or unreserve (a whole number, 1 to
+--              2^40); "0" for a reset.
 -- ARGV[2]      ttl: PX in ms of the state keys written (a calendar window may raise it).
 -- ARGV[3]      the record's ttl in ms (>= 1).
 -- ARGV[4]      the adjustment's fingerprint (16 bytes): a retry must bring the same one.
@@ -18,8 +21,15 @@
 --              never more than the limit holds when full, never touching a grant), "grant"
 --              (windows: units beyond the limit until the current window ends; TokenBucket
 --              and GCRA: a credit beyond the burst for the bucket's refill time, see
---              keep_usage.lua).
--- ARGV[2i+4], ARGV[2i+5]  limit i: as the algorithm's check script takes it.
+--              keep_usage.lua), "charge" (a settlement's cost beyond its reservation: debit
+--              amount whether or not it fits; windows count past the limit until the window
+--              ends, a bucket empties at most), "unreserve" (a settlement's unused
+--              reservation, taken ARGV[6] µs ago: a refund, but a window gives back only
+--              while the window the reservation was counted in is current or, sliding, the
+--              previous one).
+-- ARGV[6]      ago: for "unreserve", µs since the reservation (a whole number >= 0); "0"
+--              for the other ops.
+-- ARGV[2i+5], ARGV[2i+6]  limit i: as the algorithm's check script takes it.
 -- ARGV[last]   "keep", where the algorithm takes it: values are written at this T.
 -- Reply        {replayed, r_1, applied_1, reset_1, ..., r_n, applied_n, reset_n}: replayed 1
 --              when this is a retry's recorded reply (nothing changed now); per limit what
@@ -39,14 +49,15 @@
 -- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
 local keeps = false
 local keep = ARGV[#ARGV] == 'keep'
-local n = (#ARGV - 5 - (keep and 1 or 0)) / 2
-local op, amount = ARGV[5], tonumber(ARGV[1])
+local n = (#ARGV - 6 - (keep and 1 or 0)) / 2
+local op, amount, ago = ARGV[5], tonumber(ARGV[1]), tonumber(ARGV[6])
 if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 1 or #ARGV[4] ~= 16 or (keep and not keeps) or
-    not (op == 'reset' and amount == 0 or (op == 'refund' or op == 'grant') and amount and amount >= 1 and
-      amount <= 1099511627776 and amount % 1 == 0) or not ((tonumber(ARGV[3]) or 0) >= 1) then
+    not (op == 'reset' and amount == 0 or (op == 'refund' or op == 'grant' or op == 'charge' or op == 'unreserve') and
+      amount and amount >= 1 and amount <= 1099511627776 and amount % 1 == 0) or not ((tonumber(ARGV[3]) or 0) >= 1) or
+    not (ago and ago >= 0 and ago < 9007199254740992 and ago % 1 == 0) then
   return redis.error_reply('ERR ratelimit: refused an adjustment of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes 1 to 8 limits, one state key each, a record key, a 16-byte fingerprint,' ..
-    ' and reset (amount 0), refund or grant (a whole amount from 1 to 2^40)')
+    ' reset (amount 0), refund, grant, charge or unreserve (a whole amount from 1 to 2^40), and a whole ago >= 0')
 end
 
 local vals = redis.call('MGET', unpack(KEYS))
@@ -73,7 +84,7 @@ local cost = 0
 local out = {0}
 local changed = {}
 for i = 1, n do
-  local a, b = ARGV[4 + 2 * i] + 0, tonumber(ARGV[5 + 2 * i]) or ARGV[5 + 2 * i]
+  local a, b = ARGV[5 + 2 * i] + 0, tonumber(ARGV[6 + 2 * i]) or ARGV[6 + 2 * i]
   -- adj: set true by the adjustment when it changed the state (vals[i]).
   local before, adj
   do

@@ -139,15 +139,24 @@ end
 -- @adjust: runs in adjust.lua after the loop body at cost 0, with its locals (win, count);
 -- op and amount are the adjustment's. A reset counts 0 (a grant goes too); a refund takes
 -- back up to amount of what this window counted, never below 0; a grant counts below 0, down
--- to -2^40: units beyond the limit until this window ends (the next reads as fresh).
-local to = count
-if op == 'reset' then
+-- to -2^40: units beyond the limit until this window ends (the next reads as fresh). A
+-- charge counts amount more, past the limit if it must (below 2^53); an unreserve is a refund
+-- while the window the reservation was counted in (ago µs before now) is this one, else
+-- nothing: that window, and what it counted, has ended.
+local to, o = count, op
+if o == 'unreserve' then
+  local from = cal and tonumber(string.match(period, '^(%d+):')) or win * period
+  o = from <= now - ago and 'refund' or 'none'
+end
+if o == 'reset' then
   to = 0
-elseif op == 'refund' then
+elseif o == 'refund' then
   if count > 0 then
     to = math.max(0, count - amount)
   end
-else
+elseif o == 'charge' then
+  to = math.min(count + amount, 4503599627370496)
+elseif o == 'grant' then
   to = math.max(count - amount, -1099511627776)
 end
 if to ~= count then

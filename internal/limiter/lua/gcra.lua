@@ -128,18 +128,24 @@ end
 -- credit, till, tau); op and amount are the adjustment's. As token_bucket.lua's: a reset
 -- moves the TAT to now and drops any credit; a refund moves it back by up to amount cells,
 -- never before now, never touching a credit; a grant adds amount to the credit, cells beyond
--- the burst taken first, until burst * T from now (or an earlier grant's end, if later).
+-- the burst taken first, until burst * T from now (or an earlier grant's end, if later). A
+-- charge takes amount from the credit, then moves the TAT on, at most to now + tau (an empty
+-- bucket); an unreserve is a refund.
 local free, c, u = tat - now, credit, till
 if op == 'reset' then
   c = 0
-elseif op == 'refund' then
+elseif op == 'refund' or op == 'unreserve' then
   if amount * T < free then
     free = amount * T
   end
+elseif op == 'charge' then
+  -- As token_bucket.lua's: the credit first, then the TAT, at most to now + tau.
+  local take = math.min(credit, amount)
+  free, c = -math.min((amount - take) * T, now + tau - tat), credit - take
 else
   free, c, u = 0, math.min(credit + amount, 1099511627776), math.max(till, now + tau)
 end
-if free > 0 or c ~= credit then
+if free ~= 0 or c ~= credit then
   if c > 0 then
     vals[i] = struct.pack('>dddd', tat - free, T, c, u)
   else

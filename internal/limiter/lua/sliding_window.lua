@@ -132,14 +132,26 @@ end
 -- curr); op and amount are the adjustment's. A reset counts 0 in both windows (a grant goes
 -- too); a refund takes back up to amount of what this window counted, then of the previous
 -- window's, never below 0; a grant counts this window below 0, down to -2^40: units beyond
--- the limit until this window ends (as the previous window, a count below 0 reads as 0).
+-- the limit until this window ends (as the previous window, a count below 0 reads as 0). A
+-- charge counts amount more in this window, past the limit if it must.
 local p, c = prev, curr
-if op == 'reset' then
+if op == 'unreserve' then
+  -- A refund of the window the reservation was counted in (ago µs before now): this one's
+  -- count, or the previous one's; nothing once that window is older.
+  local at = math.floor((now - ago) / period)
+  if at == bucket then
+    c = curr - math.min(amount, math.max(curr, 0))
+  elseif at == bucket - 1 then
+    p = math.max(0, prev - amount)
+  end
+elseif op == 'reset' then
   p, c = 0, 0
 elseif op == 'refund' then
   local back = math.min(amount, math.max(curr, 0))
   c = curr - back
   p = math.max(0, prev - (amount - back))
+elseif op == 'charge' then
+  c = math.min(curr + amount, 4503599627370496)
 else
   c = math.max(curr - amount, -1099511627776)
 end

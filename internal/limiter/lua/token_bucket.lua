@@ -125,18 +125,24 @@ end
 -- and drops any credit; a refund frees up to amount tokens of what is used (never beyond the
 -- burst, never touching a credit); a grant adds amount to the credit, units beyond the burst
 -- taken before the bucket's own, until the bucket's refill time (burst * T) from now (or
--- an earlier grant's end, if later).
+-- an earlier grant's end, if later). A charge takes amount from the credit, then the bucket,
+-- which it empties at most; an unreserve is a refund (a bucket's tokens belong to no window).
 local free, c, u = used, credit, till
 if op == 'reset' then
   c = 0
-elseif op == 'refund' then
+elseif op == 'refund' or op == 'unreserve' then
   if amount * T < used then
     free = amount * T
   end
+elseif op == 'charge' then
+  -- Past what the bucket holds if it must: from the credit first, then the bucket, emptied
+  -- at most (no value records a debt beyond an empty bucket).
+  local take = math.min(credit, amount)
+  free, c = -math.min((amount - take) * T, cap - used), credit - take
 else
   free, c, u = 0, math.min(credit + amount, 1099511627776), math.max(till, now + cap)
 end
-if free > 0 or c ~= credit then
+if free ~= 0 or c ~= credit then
   if c > 0 then
     vals[i] = struct.pack('>dddd', full - free, T, c, u)
   else
