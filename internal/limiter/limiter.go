@@ -80,6 +80,9 @@ type Request struct {
 	// a request id replays its first decision only for a request with the same identity,
 	// cost and Fingerprint; another request under a seen id counts as new.
 	Fingerprint string
+	// Slot, for a policy with a concurrency limit, is the slot id the request takes when
+	// admitted (NewSlot), held until Release.
+	Slot string
 }
 
 // Limiter answers checks against Redis (standalone, Cluster or Sentinel through
@@ -163,6 +166,9 @@ func (l *Limiter) PipelineStats() (pipelines, checks uint64) {
 // the policy's failure mode decides and the Decision says so (Source, Err).
 func (l *Limiter) Check(ctx context.Context, p *Policy, r Request) Decision {
 	r.Cost = max(r.Cost, 1)
+	if p.Concurrency != nil {
+		return l.acquire(ctx, p, r)
+	}
 	if p.shards != nil {
 		return l.checkSharded(ctx, p, r)
 	}

@@ -102,6 +102,8 @@ type Spec struct {
 	// (FCALL of Script.Function), never with EVALSHA or EVAL: per-namespace Redis users
 	// may run no code of their choosing, so they are granted FCALL only.
 	Functions bool
+	// Concurrency, when set, also limits the requests of one identity in flight at once.
+	Concurrency *Concurrency
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
@@ -115,6 +117,8 @@ type Policy struct {
 	peekScript *Script
 	// adjustScript resets, refunds and grants (Limiter.Adjust).
 	adjustScript *Script
+	// acquireScript checks the rate limits and takes a slot (Concurrency set).
+	acquireScript *Script
 	// shards are the parts of a sharded policy; nil when not sharded.
 	shards *shardSet
 	// serial tells policies apart in the hot filter; a new one per NewPolicy, so an edited
@@ -152,12 +156,13 @@ func NewPolicy(c Spec) (*Policy, error) {
 	}
 	c.Limits = withCalendarPeriods(c.Limits)
 	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], peekScript: peekScripts[c.Algorithm],
-		adjustScript: adjustScripts[c.Algorithm], serial: policySerial.Add(1)}
+		adjustScript: adjustScripts[c.Algorithm], acquireScript: acquireScripts[c.Algorithm], serial: policySerial.Add(1)}
 	if c.Functions {
 		p.script, p.leaseScript, p.peekScript = s.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
-		p.adjustScript = p.adjustScript.asFunction()
+		p.adjustScript, p.acquireScript = p.adjustScript.asFunction(), p.acquireScript.asFunction()
 	}
 	errs := checkLimits(c.Algorithm, c.Limits)
+	errs = append(errs, checkConcurrency(c)...)
 	errs = append(errs, checkCalendars(c)...)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

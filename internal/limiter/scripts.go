@@ -62,27 +62,39 @@ const FunctionPrefix = "ratelimit_"
 
 var scripts, leaseScripts, peekScripts, adjustScripts = mustLoadScripts()
 
+// acquireScripts are every algorithm's acquire script (a check that takes a concurrency
+// slot; acquire.lua), and releaseScript gives a slot back (release.lua).
+var acquireScripts, releaseScript = mustLoadSlotScripts()
+
+func mustLoadSlotScripts() (map[Algorithm]*Script, *Script) {
+	driver, read := mustRead("lua/acquire.lua"), mustRead("lua/keep_usage.lua")
+	out := map[Algorithm]*Script{}
+	for alg, name := range algorithmFiles {
+		body, keeps := inlineRead(mustRead("lua/"+name+".lua"), read)
+		body, _ = cutAdjust(body)
+		out[alg] = newScript(name+"_acquire", alg, composeLoop(body, withKeeps(driver, keeps)))
+	}
+	return out, newScript("release", "", mustRead("lua/release.lua"))
+}
+
 func mustLoadScripts() (algorithms, leases, peeks, adjusts map[Algorithm]*Script) {
 	driver, leaseDriver, peekDriver := mustRead("lua/driver.lua"), mustRead("lua/lease.lua"), mustRead("lua/peek.lua")
 	adjustDriver, read := mustRead("lua/adjust.lua"), mustRead("lua/keep_usage.lua")
 	out, lease, peek, adjust := map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}, map[Algorithm]*Script{}
-	for _, s := range []struct {
-		alg  Algorithm
-		name string
-	}{
-		{TokenBucket, "token_bucket"},
-		{SlidingWindow, "sliding_window"},
-		{FixedWindow, "fixed_window"},
-		{GCRA, "gcra"},
-	} {
-		alg, keeps := inlineRead(mustRead("lua/"+s.name+".lua"), read)
+	for a, name := range algorithmFiles {
+		alg, keeps := inlineRead(mustRead("lua/"+name+".lua"), read)
 		alg, adj := cutAdjust(alg)
-		out[s.alg] = newScript(s.name, s.alg, compose(alg, withKeeps(driver, keeps)))
-		lease[s.alg] = newScript(s.name+"_lease", s.alg, composeLoop(alg, withKeeps(leaseDriver, keeps)))
-		peek[s.alg] = readOnly(newScript(s.name+"_peek", s.alg, composeLoop(alg, withKeeps(peekDriver, keeps))))
-		adjust[s.alg] = newScript(s.name+"_adjust", s.alg, composeAdjust(alg, adj, withKeeps(adjustDriver, keeps)))
+		out[a] = newScript(name, a, compose(alg, withKeeps(driver, keeps)))
+		lease[a] = newScript(name+"_lease", a, composeLoop(alg, withKeeps(leaseDriver, keeps)))
+		peek[a] = readOnly(newScript(name+"_peek", a, composeLoop(alg, withKeeps(peekDriver, keeps))))
+		adjust[a] = newScript(name+"_adjust", a, composeAdjust(alg, adj, withKeeps(adjustDriver, keeps)))
 	}
 	return out, lease, peek, adjust
+}
+
+// algorithmFiles names each algorithm's file in lua/ (without ".lua").
+var algorithmFiles = map[Algorithm]string{
+	TokenBucket: "token_bucket", SlidingWindow: "sliding_window", FixedWindow: "fixed_window", GCRA: "gcra",
 }
 
 // cutAdjust splits an algorithm file at its "-- @adjust" marker: the check's text before it,
@@ -182,7 +194,7 @@ func withKeeps(driver string, keeps bool) string {
 // with the algorithm's loop body (after "-- @body") inlined at its "-- @check" marker.
 func composeLoop(algorithm, driver string) string {
 	if strings.Count(driver, "-- @check") != 1 {
-		panic("limiter scripts: want one -- @check in lease.lua and peek.lua")
+		panic("limiter scripts: want one -- @check in lease.lua, peek.lua and acquire.lua")
 	}
 	return strings.Replace(driver, "-- @check", loopBody(algorithm), 1)
 }
@@ -248,10 +260,14 @@ func PeekScripts() []*Script { return sorted(peekScripts) }
 // Limiter.Adjust), sorted by name.
 func AdjustScripts() []*Script { return sorted(adjustScripts) }
 
-// AllScripts is Scripts, LeaseScripts, PeekScripts and AdjustScripts, for preloading with
-// SCRIPT LOAD or, as a function library each (Library), with FUNCTION LOAD.
+// SlotScripts returns every algorithm's acquire script (a check that takes a concurrency
+// slot), sorted by name, and the release script.
+func SlotScripts() []*Script { return append(sorted(acquireScripts), releaseScript) }
+
+// AllScripts is Scripts, LeaseScripts, PeekScripts, AdjustScripts and SlotScripts, for
+// preloading with SCRIPT LOAD or, as a function library each (Library), with FUNCTION LOAD.
 func AllScripts() []*Script {
-	return append(append(append(Scripts(), LeaseScripts()...), PeekScripts()...), AdjustScripts()...)
+	return append(append(append(append(Scripts(), LeaseScripts()...), PeekScripts()...), AdjustScripts()...), SlotScripts()...)
 }
 
 func sorted(m map[Algorithm]*Script) []*Script {

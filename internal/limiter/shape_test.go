@@ -89,6 +89,40 @@ func peekShapes(tag string) []hostileShape {
 	}
 }
 
+// acquireShapes are calls of the acquire scripts with shapes they were not written for.
+func acquireShapes(tag string) []hostileShape {
+	limits := shapeLimits
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	head := func(cost, slot, most, life string) []any { return []any{cost, "60000", slot, most, life} }
+	ok := func() []any { return head("1", "slot-1", "5", "60000") }
+	return []hostileShape{
+		{"nine limits", keys(10), append(ok(), limits(9)...)},
+		{"a hundred thousand limits", keys(100001), append(ok(), limits(100000)...)},
+		{"no slots key", keys(1), append(ok(), limits(1)...)},
+		{"no limit", keys(1), ok()},
+		{"a cost of 0", keys(2), append(head("0", "slot-1", "5", "60000"), limits(1)...)},
+		{"an empty slot id", keys(2), append(head("1", "", "5", "60000"), limits(1)...)},
+		{"a slot id of 65 bytes", keys(2), append(head("1", strings.Repeat("s", 65), "5", "60000"), limits(1)...)},
+		{"no slot at all", keys(2), append(head("1", "slot-1", "0", "60000"), limits(1)...)},
+		{"a million slots", keys(2), append(head("1", "slot-1", "1000000", "60000"), limits(1)...)},
+		{"a slot ttl under 1 s", keys(2), append(head("1", "slot-1", "5", "999"), limits(1)...)},
+		{"a slot ttl over a day", keys(2), append(head("1", "slot-1", "5", "86400001"), limits(1)...)},
+	}
+}
+
+// releaseShapes are calls of the release script with shapes it was not written for.
+func releaseShapes(tag string) []hostileShape {
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	return []hostileShape{
+		{"no key", nil, []any{"slot-1"}},
+		{"two keys", keys(2), []any{"slot-1"}},
+		{"no slot id", keys(1), nil},
+		{"two slot ids", keys(1), []any{"slot-1", "slot-2"}},
+		{"an empty slot id", keys(1), []any{""}},
+		{"a slot id of 1 MiB", keys(1), []any{strings.Repeat("s", 1<<20)}},
+	}
+}
+
 // adjustShapes are calls of the adjustment scripts with shapes they were not written for.
 func adjustShapes(tag string) []hostileShape {
 	limits := shapeLimits
@@ -137,6 +171,12 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		}
 		if strings.HasSuffix(s.Name, "_adjust") {
 			shapes = adjustShapes("{shape:" + s.Name + "}")
+		}
+		if strings.HasSuffix(s.Name, "_acquire") {
+			shapes = acquireShapes("{shape:" + s.Name + "}")
+		}
+		if s.Name == "release" {
+			shapes = releaseShapes("{shape:" + s.Name + "}")
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

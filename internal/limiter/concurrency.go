@@ -1,0 +1,170 @@
+package limiter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Bounds of a concurrency limit.
+const (
+	// MaxConcurrency is the most slots a concurrency limit holds at once.
+	MaxConcurrency = 10000
+	// MinSlotTTL and MaxSlotTTL bound how long a slot lives without being given back.
+	MinSlotTTL, MaxSlotTTL = time.Second, 24 * time.Hour
+	// ConcurrencyLimitName names the concurrency limit in decisions (LimitName, DeniedBy).
+	// Limit names are DNS labels, so none can be it.
+	ConcurrencyLimitName = "in-flight"
+)
+
+// Concurrency is a concurrency limit: at most Max requests of one identity in flight at once,
+// each holding a slot in Redis from its admission until it is released, or SlotTTL.
+type Concurrency struct {
+	// Max is the most requests in flight at once (1 to MaxConcurrency).
+	Max int64
+	// SlotTTL is how long a slot lives when its request never says it ended (a crashed
+	// sidecar): it comes back by itself then (MinSlotTTL to MaxSlotTTL, whole ms).
+	SlotTTL time.Duration
+}
+
+// checkConcurrency says what is wrong with c's concurrency limit, naming the field.
+func checkConcurrency(c Spec) FieldErrors {
+	var errs FieldErrors
+	cc := c.Concurrency
+	if cc == nil {
+		return nil
+	}
+	if cc.Max < 1 || cc.Max > MaxConcurrency {
+		errs.add("concurrency.max", "%d is not from 1 to %d", cc.Max, MaxConcurrency)
+	}
+	if cc.SlotTTL < MinSlotTTL || cc.SlotTTL > MaxSlotTTL || cc.SlotTTL%time.Millisecond != 0 {
+		errs.add("concurrency.slotTTL", "%s is not a whole number of ms from %s to %s", cc.SlotTTL, MinSlotTTL, MaxSlotTTL)
+	}
+	for _, clash := range []struct {
+		on    bool
+		field string
+	}{
+		{c.Leases, "hotKeys.leases: a lease admits without Redis, so without a slot"},
+		{c.Shards > 1, "hotKeys.shards: the slots of one identity must live on one slot of Redis Cluster"},
+		{c.IdempotencyKey != "", "idempotency: a replayed admission would take no slot, and its release would free another's"},
+	} {
+		if clash.on {
+			errs.add("concurrency", "cannot be combined with %s", clash.field)
+		}
+	}
+	return errs
+}
+
+// NewSlot is a fresh slot id for one request: 16 random bytes, hex.
+func NewSlot() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// slotsKey is the key of an identity's slots: its first state key (so the same hash tag,
+// within the policy's key scope) followed by ":slots".
+func (p *Policy) slotsKey(identity string) string {
+	return p.Keys(identity, "")[0] + ":slots"
+}
+
+// acquire is Check of a policy with a concurrency limit: the rate limits and a slot, in one
+// script call, never from a lease or the deny cache (a slot may come back at any moment).
+// r.Slot names the slot; an admission holds it until Release.
+func (l *Limiter) acquire(ctx context.Context, p *Policy, r Request) Decision {
+	if r.Slot == "" || len(r.Slot) > 64 {
+		return Decision{Source: SourceFailClosed, Err: errors.New("slot: a check of a concurrency limit needs a slot id of 1 to 64 bytes")}
+	}
+	keys := append(p.Keys(r.Identity, ""), "")
+	keys[len(keys)-1] = keys[0] + ":slots"
+	b := l.breakerFor(ctx, keys[0])
+	if !b.allow() {
+		l.stats.circuitOpen.Add(1)
+		return l.fallback(p, r, ErrCircuitOpen, b)
+	}
+	call := func(at time.Time) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
+		return evalOne(ctx, l.rdb, p.acquireScript, keys, p.acquireArgs(r, at))
+	}
+	v, err := l.atServerTime(p, call)
+	if err != nil {
+		l.failed(ctx, b, err)
+		return l.fallback(p, r, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err), b)
+	}
+	b.success()
+	d, err := decodeAcquired(p, v)
+	if err != nil {
+		l.stats.count(KindCall)
+		return l.fallback(p, r, fmt.Errorf("%w: %w", errBadReply, err), b)
+	}
+	return d
+}
+
+// acquireArgs is ARGV of an acquire of r at server time at: cost, the state TTL, the slot,
+// the most slots and their TTL, then the rate limits as a check's.
+func (p *Policy) acquireArgs(r Request, at time.Time) []any {
+	args := p.buildArgs(max(r.Cost, 1), "")
+	limits := args[3:]
+	if p.calendars != nil {
+		p.calendars.fill(limits[:len(p.limitArg)], at)
+	}
+	out := make([]any, 0, 5+len(limits))
+	out = append(out, args[0], p.ttlMS, r.Slot, strconv.FormatInt(p.Concurrency.Max, 10),
+		strconv.FormatInt(p.Concurrency.SlotTTL.Milliseconds(), 10))
+	return append(out, limits...)
+}
+
+// decodeAcquired is decodeReply for the acquire script, whose index one past the rate
+// limits names the concurrency limit.
+func decodeAcquired(p *Policy, v any) (Decision, error) {
+	r, ok := v.([]any)
+	var n [3]int64
+	if !ok || len(r) != 3 {
+		return Decision{}, fmt.Errorf("script %s: unexpected reply %v", p.acquireScript.Name, v)
+	}
+	if err := replyInts(p.acquireScript, r, n[:]); err != nil {
+		return Decision{}, err
+	}
+	if idx := int(n[0]>>2&15) - 1; idx != len(p.Limits) {
+		return decodeReply(p, v)
+	}
+	d := Decision{Allowed: n[0]&1 == 1, Remaining: n[0] >> 6, Limit: p.Concurrency.Max,
+		RetryAfter: time.Duration(n[1]) * time.Millisecond, ResetAfter: time.Duration(n[2]) * time.Millisecond,
+		LimitName: ConcurrencyLimitName, Source: SourceRedis}
+	if !d.Allowed {
+		d.DeniedBy = ConcurrencyLimitName
+	}
+	return d, nil
+}
+
+// Release gives back the slot an admission of identity took under p (Request.Slot), when
+// its request ends. Idempotent: it reports whether the slot was still held (false when it
+// was released before or had expired).
+func (l *Limiter) Release(ctx context.Context, p *Policy, identity, slot string) (bool, error) {
+	if p.Concurrency == nil {
+		return false, fmt.Errorf("policy %s/%s has no concurrency limit", p.Namespace, p.Name)
+	}
+	if slot == "" || len(slot) > 64 {
+		return false, errors.New("slot: 1 to 64 bytes")
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	s := releaseScript
+	if p.Functions {
+		s = s.asFunction()
+	}
+	v, err := evalOne(ctx, l.rdb, s, []string{p.slotsKey(identity)}, []any{slot})
+	if err != nil {
+		return false, fmt.Errorf("release a slot of policy %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return false, fmt.Errorf("script %s: unexpected reply %v", s.Name, v)
+	}
+	return n == 1, nil
+}

@@ -1,0 +1,193 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// concurrentPolicy is a policy of alg with rate limits and a concurrency limit of most slots
+// living slotTTL, without idempotency (which a concurrency limit refuses).
+func concurrentPolicy(t testing.TB, alg Algorithm, most int64, slotTTL time.Duration, limits ...Limit) *Policy {
+	t.Helper()
+	policySeq++
+	p, err := NewPolicy(Spec{Namespace: "test", Name: fmt.Sprintf("slots-%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
+		Algorithm: alg, Limits: limits, StateKey: testTemplate, TTL: 2 * time.Hour, FailureMode: FailClosed,
+		Concurrency: &Concurrency{Max: most, SlotTTL: slotTTL}})
+	if err != nil {
+		t.Fatalf("NewPolicy: %v", err)
+	}
+	return p
+}
+
+// acquireOne checks identity with a fresh slot; it returns the slot when admitted.
+func acquireOne(t testing.TB, l *Limiter, p *Policy, identity string) (Decision, string) {
+	t.Helper()
+	slot := NewSlot()
+	d := l.Check(context.Background(), p, Request{Identity: identity, Slot: slot})
+	if d.Source != SourceRedis {
+		t.Fatalf("acquire from %s: %v", d.Source, d.Err)
+	}
+	return d, slot
+}
+
+// mustRelease releases slot and requires it held as want says.
+func mustRelease(t testing.TB, l *Limiter, p *Policy, identity, slot string, want bool) {
+	t.Helper()
+	held, err := l.Release(context.Background(), p, identity, slot)
+	if err != nil || held != want {
+		t.Fatalf("release: held %v, %v; want %v", held, err, want)
+	}
+}
+
+// TestConcurrencyLimitsInFlight: for every algorithm, 3 slots and a rate of 100 an hour. Three
+// requests in flight are admitted (the last reporting 0 slots left), a fourth is denied by
+// the concurrency limit and debits no rate; a release lets the next in, a second release
+// of the same slot holds nothing; a request its rate denies takes no slot.
+func TestConcurrencyLimitsInFlight(t *testing.T) {
+	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
+		p := concurrentPolicy(t, alg, 3, time.Minute, perHour("hourly", 100))
+		var slots []string
+		for i := range 3 {
+			d, slot := acquireOne(t, l, p, "alice")
+			if !d.Allowed {
+				t.Fatalf("request %d of 3 in flight: %+v", i+1, d)
+			}
+			slots = append(slots, slot)
+		}
+		d, _ := acquireOne(t, l, p, "alice")
+		if d.Allowed || d.DeniedBy != ConcurrencyLimitName || d.Remaining != 0 || d.Limit != 3 || d.RetryAfter != time.Second {
+			t.Fatalf("a 4th in flight: %+v, want denied by %s, retry in 1s", d, ConcurrencyLimitName)
+		}
+		if got := remaining(t, l, p, "alice"); got[0] != 97 {
+			t.Fatalf("after 3 admitted and 1 refused a slot: %d of the rate left, want 97", got[0])
+		}
+		mustRelease(t, l, p, "alice", slots[0], true)
+		mustRelease(t, l, p, "alice", slots[0], false)
+		if d, _ := acquireOne(t, l, p, "alice"); !d.Allowed {
+			t.Fatalf("after a release: %+v", d)
+		}
+		if d, _ := acquireOne(t, l, p, "bob"); !d.Allowed || d.Remaining != 2 || d.LimitName != ConcurrencyLimitName {
+			t.Fatalf("another caller: %+v, want its own 3 slots (2 left)", d)
+		}
+
+		tight := concurrentPolicy(t, alg, 5, time.Minute, perHour("hourly", 2))
+		for range 3 {
+			acquireOne(t, l, tight, "carol")
+		}
+		if n := l.rdb.ZCard(context.Background(), tight.slotsKey("carol")).Val(); n != 2 {
+			t.Fatalf("3 requests on a rate of 2: %d slots held, want 2 (the denied one takes none)", n)
+		}
+	})
+}
+
+// TestSlotsExpire: slots never released (a crashed sidecar) come back after the slot ttl.
+func TestSlotsExpire(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	p := concurrentPolicy(t, FixedWindow, 2, time.Second, perHour("hourly", 100))
+	acquireOne(t, l, p, "dave")
+	acquireOne(t, l, p, "dave")
+	if d, _ := acquireOne(t, l, p, "dave"); d.Allowed {
+		t.Fatalf("a 3rd of 2: %+v", d)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if d, _ := acquireOne(t, l, p, "dave"); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after the slot ttl: %+v, want admitted with 1 slot left", d)
+	}
+}
+
+// TestConcurrencyRefusesClashes: a concurrency limit out of bounds, or with leases, shards
+// or idempotency, is refused naming the field.
+func TestConcurrencyRefusesClashes(t *testing.T) {
+	base := func() Spec {
+		return Spec{Namespace: "test", Name: "c", Algorithm: FixedWindow, Limits: []Limit{perHour("hourly", 10)},
+			StateKey: testTemplate, TTL: 2 * time.Hour, FailureMode: FailClosed, Concurrency: &Concurrency{Max: 3, SlotTTL: time.Minute}}
+	}
+	for _, tc := range []struct {
+		edit func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.Concurrency.Max = 0 }, "concurrency.max"},
+		{func(s *Spec) { s.Concurrency.Max = MaxConcurrency + 1 }, "concurrency.max"},
+		{func(s *Spec) { s.Concurrency.SlotTTL = 999 * time.Millisecond }, "concurrency.slotTTL"},
+		{func(s *Spec) { s.Concurrency.SlotTTL = 25 * time.Hour }, "concurrency.slotTTL"},
+		{func(s *Spec) { s.Leases = true }, "hotKeys.leases"},
+		{func(s *Spec) { s.Shards = 2 }, "hotKeys.shards"},
+		{func(s *Spec) {
+			s.IdempotencyKey, s.IdempotencyTTL, s.IdempotencyMaxReplays = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Minute, 3
+		}, "idempotency"},
+	} {
+		s := base()
+		tc.edit(&s)
+		if _, err := NewPolicy(s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %s", s.Concurrency, err, tc.want)
+		}
+	}
+}
+
+// inFlightUnderLoad has 32 workers × 15 requests of one identity acquire, hold 0-4 ms and
+// release, and returns the most in flight at once as the workers saw it (counted after an
+// admission returns and before its release is sent: never more than Redis held) and the
+// admissions.
+func inFlightUnderLoad(t *testing.T, ls []*Limiter, p *Policy) (most, admitted int64) {
+	var now, peak, ok atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := ls[w%len(ls)]
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for range 15 {
+				d, slot := acquireOne(t, l, p, "team")
+				if !d.Allowed {
+					continue
+				}
+				ok.Add(1)
+				n := now.Add(1)
+				for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
+				}
+				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+				now.Add(-1)
+				mustRelease(t, l, p, "team", slot, true)
+			}
+		}()
+	}
+	wg.Wait()
+	return peak.Load(), ok.Load()
+}
+
+// TestConcurrencyExactUnderLoad: 4 slots, 32 workers on two limiters (two sidecars) of one
+// standalone Redis, and on a 3-primary Cluster: never more than 4 in flight, every slot
+// given back at the end, and slots used (more admissions than slots).
+func TestConcurrencyExactUnderLoad(t *testing.T) {
+	for _, setup := range []struct {
+		name string
+		rdb  func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { _, rdb := standalone(t); return rdb }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return startClusterT(t).Client() }},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			rdb := setup.rdb(t)
+			ls := []*Limiter{newLimiter(t, rdb, Options{}), newLimiter(t, rdb, Options{})}
+			p := concurrentPolicy(t, TokenBucket, 4, time.Minute, Limit{Name: "rate", Requests: 100000, Period: time.Second})
+			most, admitted := inFlightUnderLoad(t, ls, p)
+			t.Logf("%s: at most %d in flight of 4, %d admitted of 480", setup.name, most, admitted)
+			if most > 4 || admitted < 8 {
+				t.Fatalf("%d in flight at most, %d admitted: want at most 4, and slots reused", most, admitted)
+			}
+			if n := rdb.ZCard(context.Background(), p.slotsKey("team")).Val(); n != 0 {
+				t.Fatalf("%d slots held after every release", n)
+			}
+		})
+	}
+}

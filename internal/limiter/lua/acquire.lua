@@ -1,0 +1,107 @@
+-- acquire.lua: a check of a policy with a concurrency limit: the rate limits are checked and
+-- debited as the check script does, and the request takes a slot (a request in flight),
+-- all-or-nothing: a request its rate denies takes no slot, and a request refused a slot is
+-- debited nothing. The Go side composes one script per algorithm: this driver with the
+-- algorithm's loop body (after its @body marker line) inlined at the @check marker. A slot is
+-- a member of a sorted set scored by its expiry (Redis-clock µs): it is given back by
+-- release.lua when the request ends, or expires by itself (a crashed sidecar's slots come
+-- back within the slot ttl).
+--
+-- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag.
+-- KEYS[n+1]    the identity's slots (same tag): a sorted set, member = slot id, score =
+--              expiry in µs.
+-- ARGV[1]      cost: what the request takes from every rate limit (a whole number >= 1).
+-- ARGV[2]      ttl: PX in ms of the state keys written (a calendar window may raise it).
+-- ARGV[3]      the slot id: 1 to 64 bytes, unique to the request.
+-- ARGV[4]      the most slots held at once (a whole number, 1 to 10000).
+-- ARGV[5]      the slot ttl in ms (1000 to 86400000): a slot not given back by then expires.
+-- ARGV[2i+4], ARGV[2i+5]  rate limit i: as the algorithm's check script takes it.
+-- ARGV[last]   "keep", where the algorithm takes it: values are written at this T.
+-- Reply        {code, retry_after_ms, reset_after_ms} as the check script's general path:
+--              code = allowed + 4*index + 64*remaining, index n+1 naming the concurrency
+--              limit (remaining: the slots left after this one; reset: the slot ttl). A
+--              denial for want of a slot waits 1000 ms: a slot may come back at any moment.
+--              {-1, now_us}: the server clock is outside a calendar window given.
+-- Cost         O(n + log N + M): n <= 8 rate limits (TIME, one MGET, n SETs), N <= the most
+--              slots ever held at once (ZREMRANGEBYSCORE of the M expired slots, each
+--              removed once, ZCARD, ZADD, PEXPIRE); no key names built here.
+-- Refused      any other shape (no rate limit or more than 8, KEYS and ARGV counts that do
+--              not agree, a cost, slot id, most or slot ttl out of range, "keep" for an
+--              algorithm that does not keep usage): an ERR reply before any read.
+
+-- keeps: composed true by the Go side for the algorithms whose bodies read state through
+-- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
+local keeps = false
+local keep = ARGV[#ARGV] == 'keep'
+local n = (#ARGV - 5 - (keep and 1 or 0)) / 2
+local cost, slot, most, life = tonumber(ARGV[1]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 1 or (keep and not keeps) or
+    not (cost and cost >= 1 and cost % 1 == 0 and cost < 9007199254740992) or #slot < 1 or #slot > 64 or
+    not (most and most >= 1 and most <= 10000 and most % 1 == 0) or
+    not (life and life >= 1000 and life <= 86400000 and life % 1 == 0) then
+  return redis.error_reply('ERR ratelimit: refused an acquire of ' .. #KEYS .. ' keys and ' .. #ARGV ..
+    ' arguments: this script takes 1 to 8 rate limits, one state key each, a slots key, a whole cost >= 1,' ..
+    ' a slot id of 1 to 64 bytes, 1 to 10000 slots and a slot ttl of 1000 to 86400000 ms')
+end
+
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local allowed, idx, worst = true, 0, 0
+-- px: the keys' PX, ARGV[2] unless a calendar window raises it (the body does).
+local px = ARGV[2]
+local rem, rst = -1, 0
+-- moves: keep-usage values read at another T and rescaled, written even when denied.
+local moves
+for i = 1, n do
+  local a, b = ARGV[4 + 2 * i] + 0, tonumber(ARGV[5 + 2 * i]) or ARGV[5 + 2 * i]
+  local ok, r, retry, reset
+  do
+    -- @check
+  end
+  if not ok then
+    if allowed or (worst >= 0 and (retry < 0 or retry > worst)) then
+      idx, worst, rem, rst = i, retry, r, reset
+    end
+    allowed = false
+  elseif allowed and (rem < 0 or r < rem) then
+    idx, rem, rst = i, r, reset
+  end
+end
+
+-- The rates admit: the request needs a slot as well. Expired slots (their request never
+-- said it ended) are dropped first.
+if allowed then
+  local slots = KEYS[n + 1]
+  redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
+  local held = redis.call('ZCARD', slots)
+  if held >= most then
+    allowed, idx, worst, rem, rst = false, n + 1, 1000000, 0, life * 1000
+  else
+    redis.call('ZADD', slots, now + life * 1000, slot)
+    redis.call('PEXPIRE', slots, life)
+    if most - held - 1 < rem then
+      idx, rem, rst = n + 1, most - held - 1, life * 1000
+    end
+  end
+end
+
+local code = 4 * idx + 64 * rem
+rst = math.ceil(rst / 1000)
+if not allowed then
+  if worst > 0 then
+    worst = math.ceil(worst / 1000)
+  end
+  if moves then
+    for k, m in pairs(moves) do
+      redis.call('SET', KEYS[k], m, 'PX', px)
+    end
+  end
+  return {code, worst, rst}
+end
+for k = 1, n do
+  if vals[k] then
+    redis.call('SET', KEYS[k], vals[k], 'PX', px)
+  end
+end
+return {code + 1, 0, rst}
