@@ -124,4 +124,38 @@ type Cost struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	Max *int64 `json:"max,omitempty"`
+
+	// settle, when set, makes each request's cost known from its response, as an LLM API
+	// reports the tokens a call used: the cost above (default, or the request's header) is
+	// reserved when the request is admitted, and the cost the response states settles it in
+	// one atomic call. A cost above the reservation is debited even past the limit (the
+	// caller is then denied until it refills); one below it gives the difference back. A
+	// response that states no cost, or a request that never ends, keeps the reservation.
+	// The reverse-proxy front reads the response itself; the check API's callers settle
+	// with its settle call.
+	// +optional
+	Settle *CostSettle `json:"settle,omitempty"`
+}
+
+// CostSettle says where a response states its request's cost.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.header) || has(self.field)",message="name the response header or the JSON field that states the cost"
+type CostSettle struct {
+	// header is a response header, or trailer, whose value is the cost: a whole number.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Header string `json:"header,omitempty"`
+
+	// field is a dot path to a whole number in the response's JSON body, for example
+	// "usage.total_tokens": read from an application/json body of at most 1 MiB, or from
+	// the data of the last event holding it in a text/event-stream response (as LLM APIs
+	// stream usage), which passes through unbuffered. Up to 8 names of letters, digits,
+	// '_' and '-'.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$`
+	Field string `json:"field,omitempty"`
 }

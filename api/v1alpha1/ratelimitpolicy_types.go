@@ -103,6 +103,11 @@ type RateLimitPolicySpec struct {
 	// hotKeys tunes how sidecars treat identities hot enough to load one Redis node.
 	// +optional
 	HotKeys *HotKeys `json:"hotKeys,omitempty"`
+
+	// concurrency also limits the requests of one identity in flight at once, checked with
+	// the limits in one atomic call. Not with idempotency, hotKeys leases or shards.
+	// +optional
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // RateLimitPolicyStatus is the observed state of a RateLimitPolicy, written by the controller.

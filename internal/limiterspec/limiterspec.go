@@ -31,6 +31,9 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 			c.IdempotencyMaxReplays = int(id.MaxReplays)
 		}
 	}
+	if cc := e.Concurrency; cc != nil {
+		c.Concurrency = &limiter.Concurrency{Max: cc.Max, SlotTTL: ms(cc.SlotTTLMs)}
+	}
 	if lc := e.LocalCap; lc != nil {
 		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}
 	}

@@ -21,6 +21,10 @@ func (r Rules) Tag() string { return r.Prefix() + "${namespace}/${policy}:${iden
 // StateKey is the state key template used when keyLayout.state is omitted.
 func (r Rules) StateKey() string { return "{" + r.Tag() + "}:${limit}" }
 
+// DefaultSlotTTL is concurrency.slotTTL when the policy leaves it out (the API's default,
+// for a policy stored without it).
+const DefaultSlotTTL = 5 * time.Minute
+
 // DefaultIdempotencyKey is the idempotency key template used when keyLayout.idempotency is
 // omitted, with the default key prefix (see Rules.IdempotencyKey).
 func DefaultIdempotencyKey(stateKey string) string { return Rules{}.IdempotencyKey(stateKey) }

@@ -17,6 +17,12 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 		FailureMode: string(s.FailureMode), Shadow: s.Shadow, Cost: snapshot.Cost{Default: 1},
 	}
 	out.Leases, out.Shards = hotKeys(s.HotKeys)
+	if c := s.Concurrency; c != nil {
+		out.Concurrency = &snapshot.Concurrency{Max: c.Max, SlotTTLMs: DefaultSlotTTL.Milliseconds()}
+		if c.SlotTTL != nil {
+			out.Concurrency.SlotTTLMs = c.SlotTTL.Milliseconds()
+		}
+	}
 	if out.FailureMode == "" {
 		out.FailureMode = string(limiter.FailOpen)
 	}
@@ -40,6 +46,9 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 		out.Cost = snapshot.Cost{Default: max(c.Default, 1), Header: c.Header}
 		if c.Max != nil {
 			out.Cost.Max = *c.Max
+		}
+		if c.Settle != nil {
+			out.Cost.Settle = &snapshot.CostSettle{Header: c.Settle.Header, Field: c.Settle.Field}
 		}
 	}
 	if id := s.Idempotency; id != nil {

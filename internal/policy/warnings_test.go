@@ -107,6 +107,13 @@ var warningCases = []warningCase{
 	{name: "LocalCap on /login", mutate: onPaths(v1alpha1.FailureModeLocalCap, "/login")},
 	{name: "FailOpen on /search", mutate: onPaths(v1alpha1.FailureModeFailOpen, "/search")},
 
+	// A cost settled from the response, which Envoy's rate limit filter never shows.
+	{name: "cost settled on HTTP", mutate: settles},
+	{name: "cost settled on Envoy", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		settles(p)
+		p.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: "edge"}
+	}, want: [][]string{{"spec.cost.settle: requests the Envoy RLS front admits keep their whole reservation"}}},
+
 	// Updates that orphan the live counters.
 	{name: "algorithm change on update", old: unchanged,
 		mutate: func(p *v1alpha1.RateLimitPolicy) { p.Spec.Algorithm = v1alpha1.AlgorithmGCRA },
@@ -133,6 +140,11 @@ var warningCases = []warningCase{
 			p.Spec.Algorithm = v1alpha1.AlgorithmGCRA
 		},
 		want: [][]string{{`FailOpen admits every request to "/login"`}, {"spec.algorithm: changing TokenBucket to GCRA"}}},
+}
+
+// settles has p's cost settle from the response's usage.total_tokens.
+func settles(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Cost = &v1alpha1.Cost{Default: 100, Settle: &v1alpha1.CostSettle{Field: "usage.total_tokens"}}
 }
 
 // TestWarnings checks the admitted-but-told remarks on defaulted policies.

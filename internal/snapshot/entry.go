@@ -49,6 +49,8 @@ type Entry struct {
 	Leases bool `json:"leases,omitempty"`
 	// Shards spreads a global limit over this many shards (hotKeys.shards); 0 or 1: one.
 	Shards int32 `json:"shards,omitempty"`
+	// Concurrency, when set, limits one identity's requests in flight at once.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // Limit is one rate.
@@ -113,6 +115,25 @@ type Cost struct {
 	// Max is the largest cost a request may state (required with Header); 0 means no bound
 	// on costs stated by the trusted fronts (the check API and Envoy's hits_addend).
 	Max int64 `json:"max,omitempty"`
+	// Settle, when set, settles the cost from the response: Default or the header's cost is
+	// the reservation.
+	Settle *CostSettle `json:"settle,omitempty"`
+}
+
+// Concurrency limits one identity's requests in flight at once.
+type Concurrency struct {
+	// Max is the most in flight.
+	Max int64 `json:"max"`
+	// SlotTTLMs is how long a slot lives unreleased.
+	SlotTTLMs int64 `json:"slotTTLMs"`
+}
+
+// CostSettle says where a response states its request's cost.
+type CostSettle struct {
+	// Header is a response header or trailer holding the cost.
+	Header string `json:"header,omitempty"`
+	// Field is a dot path to the cost in the JSON body (or an event-stream event's data).
+	Field string `json:"field,omitempty"`
 }
 
 // Idempotency says where request ids come from.

@@ -79,6 +79,16 @@ type Outcome struct {
 	Peeked bool
 	// State is, for a peek Redis answered, every limit of the tier as it holds now.
 	State []limiter.LimitState
+	// reserved is, for an admission whose cost its response settles (Settles), the cost
+	// debited, the identity and when the check began.
+	reserved reservation
+}
+
+// reservation is what a settlement needs of its admission.
+type reservation struct {
+	identity string
+	cost     int64
+	at       time.Time
 }
 
 // Limits are the limits of the outcome's tier, as published.
@@ -121,7 +131,7 @@ func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Che
 }
 
 func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
-	o := Outcome{Rule: r, Tier: c.Tier}
+	o := Outcome{Rule: r, Tier: c.Tier, reserved: reservation{at: time.Now()}}
 	if o.Tier == nil {
 		o.Tier = &r.def
 	}
@@ -152,6 +162,9 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		o.At = lim.Now()
 	}
 	o.Allowed = o.Decision.Allowed
+	if r.Entry.Cost.Settle != nil && o.Decision.Allowed && !o.Decision.Replayed && !o.Decision.WithoutRedis() && !c.Peek {
+		o.reserved.identity, o.reserved.cost = c.Identity, c.Cost
+	}
 	if !o.Allowed && r.Entry.Shadow {
 		o.Allowed, o.Shadowed = true, true
 	}

@@ -22,6 +22,8 @@ type Metrics struct {
 	leaseUnits    *prometheus.HistogramVec
 	leaseReturned *prometheus.CounterVec
 	leaseHeld     *prometheus.CounterVec
+	settlements   *prometheus.CounterVec
+	settledCost   *prometheus.CounterVec
 	snapshotInfo  *prometheus.GaugeVec
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
@@ -59,6 +61,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		leaseHeld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_lease_held_units_total",
 			Help: "Leased units never spent because not every Redis replica acknowledged the lease in time (or ROLE and WAIT were refused: the Redis user needs +role +wait), by policy; Redis decided those checks one by one."},
 			[]string{"policy"}),
+		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_settlements_total",
+			Help: "Admissions settled at the cost their response stated (cost.settle), by front, policy and result: charged (cost above the reservation), unreserved (below), exact, unstated (the response stated none: the reservation stands), failed (Redis did not settle: the reservation stands)."},
+			[]string{"front", "policy", "result"}),
+		settledCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_settled_cost_total",
+			Help: "Cost stated by responses and settled (LLM tokens, for instance), by policy."}, []string{"policy"}),
 		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
 			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
 		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
@@ -71,6 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
 	reg.MustRegister(m.decisions, m.peeks, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
+		m.settlements, m.settledCost,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -187,6 +195,17 @@ func (m *Metrics) decided(front string, o *Outcome, took time.Duration) {
 	case d.WithoutRedis():
 		m.redisErrors.WithLabelValues(o.Rule.Name()).Inc()
 		m.withoutRedis.WithLabelValues(o.Rule.Entry.FailureMode, o.Result()).Inc()
+	}
+}
+
+// settled records one settlement of o at cost (0 when the response stated none).
+func (m *Metrics) settled(front string, o *Outcome, result string, cost int64) {
+	if m == nil {
+		return
+	}
+	m.settlements.WithLabelValues(front, o.Rule.Name(), result).Inc()
+	if result != SettleFailed && result != SettleUnstated {
+		m.settledCost.WithLabelValues(o.Rule.Name()).Add(float64(cost))
 	}
 }
 

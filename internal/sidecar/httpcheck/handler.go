@@ -116,6 +116,12 @@ type Response struct {
 	// identity has used and has left, when it is full again, and how long this request
 	// would wait on it.
 	Limits []usage.Limit `json:"limits,omitempty"`
+	// Reserved, for an admission whose policy settles its cost from the response
+	// (cost.settle), is the cost reserved: settle it with POST /v1/settle once the response
+	// states its cost, or it stands.
+	Reserved int64 `json:"reserved,omitempty"`
+	// ReservedAtMs is when it was reserved (Unix ms), to send back with the settlement.
+	ReservedAtMs int64 `json:"reservedAtMs,omitempty"`
 }
 
 // Handler serves POST /v1/check.
@@ -132,6 +138,7 @@ func NewServer(e *engine.Engine, limits httpserver.Limits, log logr.Logger) *htt
 	mux := http.NewServeMux()
 	mux.Handle(Path, &Handler{Engine: e, Log: log})
 	mux.Handle(PlanPath, &PlanHandler{Engine: e})
+	mux.Handle(SettlePath, &SettleHandler{Engine: e})
 	return httpserver.New(mux, limits)
 }
 
@@ -257,6 +264,9 @@ func ResponseOf(o *engine.Outcome, version string) Response {
 	}
 	if o.Peeked {
 		resp.Peek, resp.Limits = true, UsageOf(o.State)
+	}
+	if o.Settles() {
+		resp.Reserved, resp.ReservedAtMs = o.Reserved(), o.ReservedAt().UnixMilli()
 	}
 	return resp
 }

@@ -1,6 +1,9 @@
 // Package proxy is the sidecar's reverse-proxy front: it checks each request against the
 // policies its match.http selects and answers 429, or forwards it to the upstream app; both
-// answers carry the RateLimit headers.
+// answers carry the RateLimit headers. A policy whose cost settles from the response
+// (cost.settle) reserves its cost at admission; the proxy reads the cost the upstream's
+// response states as it streams to the client, unchanged and unbuffered, and settles the
+// reservation when the body ends.
 //
 // Paths are matched normalized (package httppath) and forwarded exactly as matched; a path
 // httppath refuses is answered 400 and never forwarded. The limiter reads the request's
@@ -32,15 +35,16 @@ const FrontName = "proxy"
 // Handler is the reverse proxy, as the package documentation describes. Safe for
 // concurrent use.
 type Handler struct {
-	front verdict.Front
-	rp    *httputil.ReverseProxy
+	front  verdict.Front
+	rp     *httputil.ReverseProxy
+	settle settler
 }
 
 type headersKey struct{}
 
 // New builds a proxy to upstream, deciding with e.
 func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
-	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}}
+	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}, settle: settler{engine: e, log: log}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
@@ -55,6 +59,7 @@ func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
 			if tracing.Enabled() {
 				tracing.SetHTTPStatus(trace.SpanFromContext(resp.Request.Context()), resp.StatusCode)
 			}
+			p.settle.watch(resp)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -86,11 +91,13 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	path, v := p.judge(ctx, span, r)
 	if v.Kind == verdict.Admitted {
-		p.rp.ServeHTTP(w, withPath(r.WithContext(context.WithValue(ctx, headersKey{}, v.Fields)), path))
+		ctx = withSettles(context.WithValue(ctx, headersKey{}, v.Fields), v.Outcomes)
+		p.rp.ServeHTTP(w, withPath(r.WithContext(ctx), path))
 		return
 	}
 	tracing.SetHTTPStatus(span, v.Status)
 	if v.Kind == verdict.Denied {
+		p.settle.unforwarded(ctx, v.Outcomes)
 		verdict.WriteDenial(w, &v)
 		return
 	}
