@@ -13,7 +13,7 @@ type Concurrency struct {
 	// max is the most requests of one identity in flight at once.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=1000
 	Max int64 `json:"max"`
 
 	// slotTTL is how long a request keeps its slot when its end is never reported (its

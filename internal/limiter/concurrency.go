@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,7 +12,7 @@ import (
 // Bounds of a concurrency limit.
 const (
 	// MaxConcurrency is the most slots a concurrency limit holds at once.
-	MaxConcurrency = 10000
+	MaxConcurrency = 1000
 	// MinSlotTTL and MaxSlotTTL bound how long a slot lives without being given back.
 	MinSlotTTL, MaxSlotTTL = time.Second, 24 * time.Hour
 	// ConcurrencyLimitName names the concurrency limit in decisions (LimitName, DeniedBy).
@@ -22,7 +21,9 @@ const (
 )
 
 // Concurrency is a concurrency limit: at most Max requests of one identity in flight at once,
-// each holding a slot in Redis from its admission until it is released, or SlotTTL.
+// each holding a slot in Redis from its admission until it is released, or SlotTTL. The
+// slots are one string value per identity (acquire.lua says why), so a check costs O(h) in
+// the slots held, h <= Max.
 type Concurrency struct {
 	// Max is the most requests in flight at once (1 to MaxConcurrency).
 	Max int64
@@ -59,7 +60,10 @@ func checkConcurrency(c Spec) FieldErrors {
 	return errs
 }
 
-// NewSlot is a fresh slot id for one request: 16 random bytes, hex.
+// SlotIDLength is the length of a slot id: NewSlot's, and what Release takes.
+const SlotIDLength = 32
+
+// NewSlot is a fresh slot id for one request: 16 random bytes, hex (SlotIDLength bytes).
 func NewSlot() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
@@ -76,8 +80,8 @@ func (p *Policy) slotsKey(identity string) string {
 // script call, never from a lease or the deny cache (a slot may come back at any moment).
 // r.Slot names the slot; an admission holds it until Release.
 func (l *Limiter) acquire(ctx context.Context, p *Policy, r Request) Decision {
-	if r.Slot == "" || len(r.Slot) > 64 {
-		return Decision{Source: SourceFailClosed, Err: errors.New("slot: a check of a concurrency limit needs a slot id of 1 to 64 bytes")}
+	if len(r.Slot) != SlotIDLength {
+		return Decision{Source: SourceFailClosed, Err: fmt.Errorf("slot: a check of a concurrency limit needs a slot id of %d bytes", SlotIDLength)}
 	}
 	keys := append(p.Keys(r.Identity, ""), "")
 	keys[len(keys)-1] = keys[0] + ":slots"
@@ -149,8 +153,8 @@ func (l *Limiter) Release(ctx context.Context, p *Policy, identity, slot string)
 	if p.Concurrency == nil {
 		return false, fmt.Errorf("policy %s/%s has no concurrency limit", p.Namespace, p.Name)
 	}
-	if slot == "" || len(slot) > 64 {
-		return false, errors.New("slot: 1 to 64 bytes")
+	if len(slot) != SlotIDLength {
+		return false, fmt.Errorf("slot: %d bytes, got %d", SlotIDLength, len(slot))
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()

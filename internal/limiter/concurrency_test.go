@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -82,10 +83,48 @@ func TestConcurrencyLimitsInFlight(t *testing.T) {
 		for range 3 {
 			acquireOne(t, l, tight, "carol")
 		}
-		if n := l.rdb.ZCard(context.Background(), tight.slotsKey("carol")).Val(); n != 2 {
+		if n := slotsHeld(t, l.rdb, tight, "carol"); n != 2 {
 			t.Fatalf("3 requests on a rate of 2: %d slots held, want 2 (the denied one takes none)", n)
 		}
 	})
+}
+
+// slotsHeld is how many slot records identity's slots value holds (expired ones included).
+func slotsHeld(t *testing.T, rdb redis.UniversalClient, p *Policy, identity string) int {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), p.slotsKey(identity)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	return len(v) / 40
+}
+
+// TestSlotsValueOfAnotherShape: a slots value that is not whole records, or holds more
+// than 1000 (written by hand, or by a tenant through its own credentials), counts as no
+// slot held and is overwritten by the next admission: the script never reads more than
+// 1000 records, whatever the value.
+func TestSlotsValueOfAnotherShape(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	p := concurrentPolicy(t, FixedWindow, 2, time.Minute, perHour("hourly", 100))
+	future := strings.Repeat("\x7f", 8) + strings.Repeat("x", SlotIDLength) // expires never
+	for _, v := range []string{"not records", strings.Repeat(future, 1001), strings.Repeat(future, 2) + "x"} {
+		if err := rdb.Set(context.Background(), p.slotsKey("erin"), v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := acquireOne(t, l, p, "erin"); !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("over a value of %d bytes: %+v, want admitted with 1 slot left", len(v), d)
+		}
+		if n := slotsHeld(t, rdb, p, "erin"); n != 1 {
+			t.Fatalf("after it: %d records, want 1", n)
+		}
+	}
+	if err := rdb.Set(context.Background(), p.slotsKey("erin"), strings.Repeat(future, 2), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := acquireOne(t, l, p, "erin"); d.Allowed {
+		t.Fatalf("over 2 slots that never expire: %+v, want refused", d)
+	}
 }
 
 // TestSlotsExpire: slots never released (a crashed sidecar) come back after the slot ttl.
@@ -185,7 +224,7 @@ func TestConcurrencyExactUnderLoad(t *testing.T) {
 			if most > 4 || admitted < 8 {
 				t.Fatalf("%d in flight at most, %d admitted: want at most 4, and slots reused", most, admitted)
 			}
-			if n := rdb.ZCard(context.Background(), p.slotsKey("team")).Val(); n != 0 {
+			if n := slotsHeld(t, rdb, p, "team"); n != 0 {
 				t.Fatalf("%d slots held after every release", n)
 			}
 		})

@@ -94,19 +94,20 @@ func acquireShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
 	head := func(cost, slot, most, life string) []any { return []any{cost, "60000", slot, most, life} }
-	ok := func() []any { return head("1", "slot-1", "5", "60000") }
+	slot := strings.Repeat("s", SlotIDLength)
+	ok := func() []any { return head("1", slot, "5", "60000") }
 	return []hostileShape{
 		{"nine limits", keys(10), append(ok(), limits(9)...)},
 		{"a hundred thousand limits", keys(100001), append(ok(), limits(100000)...)},
 		{"no slots key", keys(1), append(ok(), limits(1)...)},
 		{"no limit", keys(1), ok()},
-		{"a cost of 0", keys(2), append(head("0", "slot-1", "5", "60000"), limits(1)...)},
+		{"a cost of 0", keys(2), append(head("0", slot, "5", "60000"), limits(1)...)},
 		{"an empty slot id", keys(2), append(head("1", "", "5", "60000"), limits(1)...)},
-		{"a slot id of 65 bytes", keys(2), append(head("1", strings.Repeat("s", 65), "5", "60000"), limits(1)...)},
-		{"no slot at all", keys(2), append(head("1", "slot-1", "0", "60000"), limits(1)...)},
-		{"a million slots", keys(2), append(head("1", "slot-1", "1000000", "60000"), limits(1)...)},
-		{"a slot ttl under 1 s", keys(2), append(head("1", "slot-1", "5", "999"), limits(1)...)},
-		{"a slot ttl over a day", keys(2), append(head("1", "slot-1", "5", "86400001"), limits(1)...)},
+		{"a slot id of 33 bytes", keys(2), append(head("1", slot+"s", "5", "60000"), limits(1)...)},
+		{"no slot at all", keys(2), append(head("1", slot, "0", "60000"), limits(1)...)},
+		{"1001 slots", keys(2), append(head("1", slot, "1001", "60000"), limits(1)...)},
+		{"a slot ttl under 1 s", keys(2), append(head("1", slot, "5", "999"), limits(1)...)},
+		{"a slot ttl over a day", keys(2), append(head("1", slot, "5", "86400001"), limits(1)...)},
 	}
 }
 
@@ -114,10 +115,10 @@ func acquireShapes(tag string) []hostileShape {
 func releaseShapes(tag string) []hostileShape {
 	keys := func(n int) []string { return shapeKeys(tag, n) }
 	return []hostileShape{
-		{"no key", nil, []any{"slot-1"}},
-		{"two keys", keys(2), []any{"slot-1"}},
+		{"no key", nil, []any{strings.Repeat("s", SlotIDLength)}},
+		{"two keys", keys(2), []any{strings.Repeat("s", SlotIDLength)}},
 		{"no slot id", keys(1), nil},
-		{"two slot ids", keys(1), []any{"slot-1", "slot-2"}},
+		{"two slot ids", keys(1), []any{strings.Repeat("s", SlotIDLength), strings.Repeat("t", SlotIDLength)}},
 		{"an empty slot id", keys(1), []any{""}},
 		{"a slot id of 1 MiB", keys(1), []any{strings.Repeat("s", 1<<20)}},
 	}

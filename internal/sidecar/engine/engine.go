@@ -79,16 +79,18 @@ type Outcome struct {
 	Peeked bool
 	// State is, for a peek Redis answered, every limit of the tier as it holds now.
 	State []limiter.LimitState
-	// reserved is, for an admission whose cost its response settles (Settles), the cost
-	// debited, the identity and when the check began.
+	// reserved is what the end of an admitted request settles or releases: for a policy
+	// whose cost its response settles (Settles), the cost debited; for a policy with a
+	// concurrency limit (HoldsSlot), the slot taken; the identity and when the check began.
 	reserved reservation
 }
 
-// reservation is what a settlement needs of its admission.
+// reservation is what a settlement or a release needs of its admission.
 type reservation struct {
 	identity string
 	cost     int64
 	at       time.Time
+	slot     string
 }
 
 // Limits are the limits of the outcome's tier, as published.
@@ -147,6 +149,9 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
+	if o.Tier.Policy.Concurrency != nil && !c.Peek {
+		req.Slot = limiter.NewSlot()
+	}
 	lim := g.limiter()
 	switch {
 	case lim == nil:
@@ -162,8 +167,11 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		o.At = lim.Now()
 	}
 	o.Allowed = o.Decision.Allowed
-	if r.Entry.Cost.Settle != nil && o.Decision.Allowed && !o.Decision.Replayed && !o.Decision.WithoutRedis() && !c.Peek {
-		o.reserved.identity, o.reserved.cost = c.Identity, c.Cost
+	if o.Decision.Allowed && !o.Decision.Replayed && !o.Decision.WithoutRedis() && !c.Peek {
+		o.reserved.identity, o.reserved.slot = c.Identity, req.Slot
+		if r.Entry.Cost.Settle != nil {
+			o.reserved.cost = c.Cost
+		}
 	}
 	if !o.Allowed && r.Entry.Shadow {
 		o.Allowed, o.Shadowed = true, true

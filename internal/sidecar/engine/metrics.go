@@ -24,6 +24,7 @@ type Metrics struct {
 	leaseHeld     *prometheus.CounterVec
 	settlements   *prometheus.CounterVec
 	settledCost   *prometheus.CounterVec
+	releases      *prometheus.CounterVec
 	snapshotInfo  *prometheus.GaugeVec
 	snapshotLoads *prometheus.CounterVec
 	snapshotTime  prometheus.Gauge
@@ -66,6 +67,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"front", "policy", "result"}),
 		settledCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_settled_cost_total",
 			Help: "Cost stated by responses and settled (LLM tokens, for instance), by policy."}, []string{"policy"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_slot_releases_total",
+			Help: "Slots of concurrency limits given back when their request ended, by front, policy and result: freed, gone (released before, or expired), failed (Redis did not answer: the slot comes back when it expires)."},
+			[]string{"front", "policy", "result"}),
 		snapshotInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratelimit_sidecar_snapshot_info",
 			Help: "1 for the snapshot in force, labelled with its namespace and version."}, []string{"namespace", "version"}),
 		snapshotLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_snapshot_loads_total",
@@ -78,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
 	reg.MustRegister(m.decisions, m.peeks, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
-		m.settlements, m.settledCost,
+		m.settlements, m.settledCost, m.releases,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -207,6 +211,14 @@ func (m *Metrics) settled(front string, o *Outcome, result string, cost int64) {
 	if result != SettleFailed && result != SettleUnstated {
 		m.settledCost.WithLabelValues(o.Rule.Name()).Add(float64(cost))
 	}
+}
+
+// released records one release of o's slot.
+func (m *Metrics) released(front string, o *Outcome, result string) {
+	if m == nil {
+		return
+	}
+	m.releases.WithLabelValues(front, o.Rule.Name(), result).Inc()
 }
 
 // LeaseTaken records one lease call (limiter.LeaseOptions.OnLease): the units granted and

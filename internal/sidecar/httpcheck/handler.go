@@ -122,6 +122,10 @@ type Response struct {
 	Reserved int64 `json:"reserved,omitempty"`
 	// ReservedAtMs is when it was reserved (Unix ms), to send back with the settlement.
 	ReservedAtMs int64 `json:"reservedAtMs,omitempty"`
+	// Slot, for an admission of a policy with a concurrency limit, is the slot the request
+	// holds: give it back with POST /v1/release when the request ends, or it comes back
+	// after the policy's concurrency.slotTTL.
+	Slot string `json:"slot,omitempty"`
 }
 
 // Handler serves POST /v1/check.
@@ -139,6 +143,7 @@ func NewServer(e *engine.Engine, limits httpserver.Limits, log logr.Logger) *htt
 	mux.Handle(Path, &Handler{Engine: e, Log: log})
 	mux.Handle(PlanPath, &PlanHandler{Engine: e})
 	mux.Handle(SettlePath, &SettleHandler{Engine: e})
+	mux.Handle(ReleasePath, &ReleaseHandler{Engine: e})
 	return httpserver.New(mux, limits)
 }
 
@@ -268,6 +273,7 @@ func ResponseOf(o *engine.Outcome, version string) Response {
 	if o.Settles() {
 		resp.Reserved, resp.ReservedAtMs = o.Reserved(), o.ReservedAt().UnixMilli()
 	}
+	resp.Slot = o.Slot()
 	return resp
 }
 

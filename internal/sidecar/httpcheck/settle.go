@@ -1,9 +1,7 @@
 package httpcheck
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -142,21 +140,10 @@ func settleResponseOf(o *engine.Outcome, cost int64, out limiter.Adjusted) Settl
 // readSettle decodes and checks a settlement body: JSON, one object, known fields only.
 func readSettle(body io.Reader) (SettleRequest, error) {
 	var req SettleRequest
-	data, err := io.ReadAll(io.LimitReader(body, maxCheckBody+1))
-	if err != nil {
-		return req, fmt.Errorf("read body: %w", err)
-	}
-	if len(data) > maxCheckBody {
-		return req, fmt.Errorf("body is larger than %d bytes", maxCheckBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("body is not a settle request: %w", err)
+	if err := readJSON(body, &req, "a settle request"); err != nil {
+		return req, err
 	}
 	switch {
-	case dec.More():
-		return req, errors.New("body has data after the JSON object")
 	case req.Policy == "":
 		return req, errors.New("policy: required")
 	case req.Reserved < 1:

@@ -3,7 +3,8 @@
 // answers carry the RateLimit headers. A policy whose cost settles from the response
 // (cost.settle) reserves its cost at admission; the proxy reads the cost the upstream's
 // response states as it streams to the client, unchanged and unbuffered, and settles the
-// reservation when the body ends.
+// reservation when the body ends. A policy with a concurrency limit holds a slot from the
+// admission until the response body ends (or the upstream fails).
 //
 // Paths are matched normalized (package httppath) and forwarded exactly as matched; a path
 // httppath refuses is answered 400 and never forwarded. The limiter reads the request's
@@ -35,16 +36,16 @@ const FrontName = "proxy"
 // Handler is the reverse proxy, as the package documentation describes. Safe for
 // concurrent use.
 type Handler struct {
-	front  verdict.Front
-	rp     *httputil.ReverseProxy
-	settle settler
+	front verdict.Front
+	rp    *httputil.ReverseProxy
+	ends  ender
 }
 
 type headersKey struct{}
 
 // New builds a proxy to upstream, deciding with e.
 func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
-	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}, settle: settler{engine: e, log: log}}
+	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}, ends: ender{engine: e, log: log}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
@@ -59,10 +60,13 @@ func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
 			if tracing.Enabled() {
 				tracing.SetHTTPStatus(trace.SpanFromContext(resp.Request.Context()), resp.StatusCode)
 			}
-			p.settle.watch(resp)
+			p.ends.watch(resp)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// No response: no cost stated (the reservation stands), but the request has ended.
+			outs, _ := r.Context().Value(endsKey{}).([]*engine.Outcome)
+			p.ends.ended(context.WithoutCancel(r.Context()), outs, 0, false)
 			span := trace.SpanFromContext(r.Context())
 			if httpserver.Stalled(r) {
 				tracing.SetHTTPStatus(span, http.StatusRequestTimeout)
@@ -91,13 +95,13 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	path, v := p.judge(ctx, span, r)
 	if v.Kind == verdict.Admitted {
-		ctx = withSettles(context.WithValue(ctx, headersKey{}, v.Fields), v.Outcomes)
+		ctx = withEnds(context.WithValue(ctx, headersKey{}, v.Fields), v.Outcomes)
 		p.rp.ServeHTTP(w, withPath(r.WithContext(ctx), path))
 		return
 	}
 	tracing.SetHTTPStatus(span, v.Status)
 	if v.Kind == verdict.Denied {
-		p.settle.unforwarded(ctx, v.Outcomes)
+		p.ends.unforwarded(ctx, v.Outcomes)
 		verdict.WriteDenial(w, &v)
 		return
 	}

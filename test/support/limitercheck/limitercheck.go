@@ -1,7 +1,7 @@
 // Package limitercheck makes the limiter checks a sidecar makes against a real Redis, for
 // the tests of what a Redis user, a TLS setting or a topology lets through: for every
 // algorithm an idempotent admission, its replay and the denial of the exhausted limit,
-// without and with pipelining, a lease taken (its replicas asked with ROLE and WAIT) and
+// without and with pipelining, a concurrency slot taken, refused and released, a lease taken (its replicas asked with ROLE and WAIT) and
 // returned, then the same after the scripts were flushed (the EVAL fallback, or for
 // functions the manager's reload), then the breaker's PING. Every decision must come from
 // Redis (or a lease it granted).
@@ -124,8 +124,38 @@ func (s Sidecar) Lease(ctx context.Context, c redis.UniversalClient, alg limiter
 	return nil
 }
 
-// All runs Algorithm on c for every algorithm, without and with pipelining, and Lease, and
-// returns every failure.
+// Concurrency checks a fresh policy with a concurrency limit of one slot as a sidecar does:
+// an admission takes the slot, a second request is refused it, the release gives it back
+// and the next request takes it again, each decided by Redis.
+func (s Sidecar) Concurrency(ctx context.Context, l *limiter.Limiter, alg limiter.Algorithm) error {
+	p, err := limiter.NewPolicy(limiter.Spec{Namespace: s.NS, Name: fmt.Sprintf("slots-%s-%d", strings.ToLower(string(alg)), seq.Add(1)),
+		Algorithm: alg, Limits: []limiter.Limit{{Name: "hour", Requests: 1000, Period: time.Hour}},
+		StateKey: DefaultTag + ":${limit}", TTL: 2 * time.Hour, FailureMode: s.Mode, Functions: s.Functions,
+		Concurrency: &limiter.Concurrency{Max: 1, SlotTTL: time.Minute}})
+	if err != nil {
+		return fmt.Errorf("%s: NewPolicy: %w", alg, err)
+	}
+	slot := limiter.NewSlot()
+	first := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: slot})
+	second := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewSlot()})
+	held, err := l.Release(ctx, p, "caller", slot)
+	if err != nil {
+		return fmt.Errorf("%s: release: %w", alg, err)
+	}
+	again := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewSlot()})
+	for _, d := range []limiter.Decision{first, second, again} {
+		if d.Source != limiter.SourceRedis {
+			return fmt.Errorf("%s: slot decided by %s: %w", alg, d.Source, d.Err)
+		}
+	}
+	if !first.Allowed || second.Allowed || !held || !again.Allowed {
+		return fmt.Errorf("%s: slots %+v, %+v, released %v, %+v; want admitted, refused, released, admitted", alg, first, second, held, again)
+	}
+	return nil
+}
+
+// All runs Algorithm and Concurrency on c for every algorithm, without and with pipelining,
+// and Lease, and returns every failure.
 func All(ctx context.Context, c redis.UniversalClient, ns string, mode limiter.FailureMode) []error {
 	return Sidecar{NS: ns, Mode: mode}.All(ctx, c)
 }
@@ -140,6 +170,9 @@ func (s Sidecar) All(ctx context.Context, c redis.UniversalClient) []error {
 		}
 		for _, alg := range Algorithms {
 			if err := s.Algorithm(ctx, l, alg); err != nil {
+				errs = append(errs, fmt.Errorf("pipelining=%v: %w", pipelining, err))
+			}
+			if err := s.Concurrency(ctx, l, alg); err != nil {
 				errs = append(errs, fmt.Errorf("pipelining=%v: %w", pipelining, err))
 			}
 		}

@@ -1,0 +1,109 @@
+package httpcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
+)
+
+// ReleasePath is where the check API gives back a concurrency slot.
+const ReleasePath = "/v1/release"
+
+// ReleaseRequest is the body of POST /v1/release: the check that took the slot (its policy,
+// identity or parts, and tier or request, as the check stated them) and the slot its answer
+// carried.
+type ReleaseRequest struct {
+	// Policy names the policy, as the check did.
+	Policy string `json:"policy"`
+	// Identity is the caller's identity, as the check stated it.
+	Identity string `json:"identity,omitempty"`
+	// Parts are a composite identity's parts, as the check stated them.
+	Parts []string `json:"parts,omitempty"`
+	// Tier is the tier the check named, if it named one.
+	Tier string `json:"tier,omitempty"`
+	// Request is the request the check described, if it described one.
+	Request *Attributes `json:"request,omitempty"`
+	// Slot is the slot the check's answer carried (Response.Slot, 32 bytes). Required.
+	Slot string `json:"slot"`
+}
+
+// ReleaseResponse is the answer to a release.
+type ReleaseResponse struct {
+	// Policy is the policy whose slot was given back.
+	Policy string `json:"policy"`
+	// Released is true when the slot was held and is given back, false when it was not
+	// (released before, or expired): either way it is free now.
+	Released bool `json:"released"`
+}
+
+// ReleaseHandler serves POST /v1/release.
+type ReleaseHandler struct {
+	// Engine releases.
+	Engine *engine.Engine
+}
+
+// ServeHTTP answers one release: 200 whether or not the slot was still held, 400 naming
+// the field at fault, 404 for an unknown policy, 503 when Redis did not answer (the slot
+// comes back when it expires; retry).
+func (h *ReleaseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	resp, status, err := h.release(r.Context(), r.Body)
+	if err != nil {
+		jsonreply.Error(w, status, err.Error())
+		return
+	}
+	jsonreply.Write(w, http.StatusOK, resp)
+}
+
+// release decodes and applies one release body.
+func (h *ReleaseHandler) release(ctx context.Context, body io.Reader) (ReleaseResponse, int, error) {
+	req, err := readRelease(body)
+	if err != nil {
+		return ReleaseResponse{}, http.StatusBadRequest, err
+	}
+	set, err := h.Engine.Snapshot()
+	if err != nil {
+		return ReleaseResponse{}, http.StatusServiceUnavailable, err
+	}
+	rule, c, status, err := CheckOf(set, &Request{Policy: req.Policy, Identity: req.Identity, Parts: req.Parts,
+		Tier: req.Tier, Request: req.Request})
+	if err != nil {
+		return ReleaseResponse{}, status, err
+	}
+	if rule.Entry.Concurrency == nil {
+		return ReleaseResponse{}, http.StatusBadRequest, fmt.Errorf("policy: %q has no concurrency limit", req.Policy)
+	}
+	o := rule.Holding(c, req.Slot)
+	held, err := h.Engine.Release(ctx, FrontName, &o)
+	if err != nil {
+		return ReleaseResponse{}, http.StatusServiceUnavailable, fmt.Errorf("the slot comes back when it expires; retry: %w", err)
+	}
+	return ReleaseResponse{Policy: req.Policy, Released: held}, 0, nil
+}
+
+// readRelease decodes and checks a release body: JSON, one object, known fields only.
+func readRelease(body io.Reader) (ReleaseRequest, error) {
+	var req ReleaseRequest
+	if err := readJSON(body, &req, "a release request"); err != nil {
+		return req, err
+	}
+	switch {
+	case req.Policy == "":
+		return req, errors.New("policy: required")
+	case len(req.Slot) != limiter.SlotIDLength:
+		return req, fmt.Errorf("slot: required, the check answer's slot (%d bytes)", limiter.SlotIDLength)
+	case req.Tier != "" && req.Request != nil:
+		return req, errors.New("tier: set tier or request, not both")
+	}
+	return req, nil
+}
