@@ -181,6 +181,10 @@ func (d *demo) startUpstream() error {
 	}
 	d.addrs.upstream = l.Addr().String()
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/llm") {
+			llmAnswer(w, r)
+			return
+		}
 		_, _ = fmt.Fprintf(w, "hello from the app: %s %s\n", r.Method, r.URL.Path)
 	})}
 	go func() { _ = srv.Serve(l) }() // ends with the process

@@ -45,6 +45,12 @@ func BenchmarkCheckKeepUsage(b *testing.B) {
 
 // evalshaMicros is EVALSHA's usec_per_call in INFO commandstats.
 func evalshaMicros(b *testing.B, rdb *redis.Client) float64 {
+	return evalshaStat(b, rdb, "usec_per_call=")
+}
+
+// evalshaStat is the field of EVALSHA's line in INFO commandstats that begins with prefix
+// (as "usec=" or "usec_per_call="), 0 when there is none.
+func evalshaStat(b *testing.B, rdb *redis.Client, prefix string) float64 {
 	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -55,7 +61,7 @@ func evalshaMicros(b *testing.B, rdb *redis.Client) float64 {
 			continue
 		}
 		for _, f := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_evalsha:")), ",") {
-			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+			if v, ok := strings.CutPrefix(f, prefix); ok {
 				x, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					b.Fatal(err)

@@ -26,8 +26,10 @@ func BenchmarkPeek(b *testing.B) {
 }
 
 // benchVersusCheck runs a check of p, then other, as sub-benchmarks "check" and name of one
-// run on rdb: 64 callers over 10,000 identities, each reporting the script's own cost on the
-// server (redis-µs/call, EVALSHA's usec_per_call over the sub-benchmark).
+// run on rdb: 64 callers over 10,000 identities, each reporting the scripts' own cost on the
+// server: per script call (redis-µs/call, EVALSHA's usec_per_call over the sub-benchmark)
+// and per operation (redis-µs/op: every EVALSHA's time over b.N, for an operation of
+// several calls).
 func benchVersusCheck(b *testing.B, rdb *redis.Client, p *Policy, name string, other func(l *Limiter, id string) error) {
 	check := func(l *Limiter, id string) error {
 		if d := l.Check(context.Background(), p, Request{Identity: id, Cost: 1}); d.WithoutRedis() {
@@ -56,6 +58,7 @@ func benchVersusCheck(b *testing.B, rdb *redis.Client, p *Policy, name string, o
 			})
 			b.StopTimer()
 			b.ReportMetric(evalshaMicros(b, rdb), "redis-µs/call")
+			b.ReportMetric(evalshaStat(b, rdb, "usec=")/float64(b.N), "redis-µs/op")
 		})
 	}
 }

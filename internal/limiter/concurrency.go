@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 )
 
 // Bounds of a concurrency limit.
@@ -70,10 +72,16 @@ func NewSlot() string {
 	return hex.EncodeToString(b[:])
 }
 
-// slotsKey is the key of an identity's slots: its first state key (so the same hash tag,
-// within the policy's key scope) followed by ":slots".
+// slotsLimit stands for ${limit} in an identity's slots key: no limit is named so (limit
+// names are DNS labels), so the key is no limit's state key, and it is the same whatever
+// the tier or override (whose limits differ) the caller's request counts against.
+const slotsLimit = "@slots"
+
+// slotsKey is the key of an identity's slots: the state key template expanded with
+// slotsLimit, then ":slots" (so a template without ${limit} names another key too), under
+// the same hash tag and key scope as the state keys.
 func (p *Policy) slotsKey(identity string) string {
-	return p.Keys(identity, "")[0] + ":slots"
+	return p.state.Expand(&keylayout.Values{Namespace: p.Namespace, Policy: p.Name, Identity: identity, Limit: slotsLimit}) + ":slots"
 }
 
 // acquire is Check of a policy with a concurrency limit: the rate limits and a slot, in one
@@ -83,8 +91,7 @@ func (l *Limiter) acquire(ctx context.Context, p *Policy, r Request) Decision {
 	if len(r.Slot) != SlotIDLength {
 		return Decision{Source: SourceFailClosed, Err: fmt.Errorf("slot: a check of a concurrency limit needs a slot id of %d bytes", SlotIDLength)}
 	}
-	keys := append(p.Keys(r.Identity, ""), "")
-	keys[len(keys)-1] = keys[0] + ":slots"
+	keys := append(p.Keys(r.Identity, ""), p.slotsKey(r.Identity))
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
 		l.stats.circuitOpen.Add(1)

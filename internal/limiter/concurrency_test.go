@@ -20,7 +20,7 @@ func concurrentPolicy(t testing.TB, alg Algorithm, most int64, slotTTL time.Dura
 	t.Helper()
 	policySeq++
 	p, err := NewPolicy(Spec{Namespace: "test", Name: fmt.Sprintf("slots-%s-%d-%d", alg, policySeq, time.Now().UnixNano()),
-		Algorithm: alg, Limits: limits, StateKey: testTemplate, TTL: 2 * time.Hour, FailureMode: FailClosed,
+		Algorithm: alg, Limits: limits, StateKey: testTemplate, TTL: max(2*time.Hour, Horizon(alg, limits)), FailureMode: FailClosed,
 		Concurrency: &Concurrency{Max: most, SlotTTL: slotTTL}})
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
@@ -228,5 +228,32 @@ func TestConcurrencyExactUnderLoad(t *testing.T) {
 				t.Fatalf("%d slots held after every release", n)
 			}
 		})
+	}
+}
+
+// TestTiersShareSlots: two tiers of one policy (the same policy with other limits, as a tier
+// or an override compiles) count one identity's requests in flight together: 2 slots, one
+// taken under each tier, and a third request under either is refused.
+func TestTiersShareSlots(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	spec := func(limit string) *Policy {
+		p, err := NewPolicy(Spec{Namespace: "test", Name: "tiered-slots", Algorithm: TokenBucket, Limits: []Limit{perHour(limit, 100)},
+			StateKey: testTemplate, TTL: 2 * time.Hour, FailureMode: FailClosed, Concurrency: &Concurrency{Max: 2, SlotTTL: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	free, pro := spec("free-hourly"), spec("pro-hourly")
+	for _, p := range []*Policy{free, pro} {
+		if d, _ := acquireOne(t, l, p, "frank"); !d.Allowed {
+			t.Fatalf("one in flight under %s: %+v", p.Limits[0].Name, d)
+		}
+	}
+	for _, p := range []*Policy{free, pro} {
+		if d, _ := acquireOne(t, l, p, "frank"); d.Allowed || d.DeniedBy != ConcurrencyLimitName {
+			t.Fatalf("a third under %s: %+v, want refused a slot", p.Limits[0].Name, d)
+		}
 	}
 }

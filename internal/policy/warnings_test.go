@@ -113,6 +113,12 @@ var warningCases = []warningCase{
 		settles(p)
 		p.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: "edge"}
 	}, want: [][]string{{"spec.cost.settle: requests the Envoy RLS front admits keep their whole reservation"}}},
+	{name: "concurrency on HTTP", mutate: inFlight},
+	{name: "concurrency and a settled cost on Envoy", mutate: func(p *v1alpha1.RateLimitPolicy) {
+		settles(p)
+		inFlight(p)
+		p.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: "edge"}
+	}, want: [][]string{{"spec.cost.settle:"}, {"spec.concurrency: requests the Envoy RLS front admits hold their slot until concurrency.slotTTL"}}},
 
 	// Updates that orphan the live counters.
 	{name: "algorithm change on update", old: unchanged,
@@ -145,6 +151,11 @@ var warningCases = []warningCase{
 // settles has p's cost settle from the response's usage.total_tokens.
 func settles(p *v1alpha1.RateLimitPolicy) {
 	p.Spec.Cost = &v1alpha1.Cost{Default: 100, Settle: &v1alpha1.CostSettle{Field: "usage.total_tokens"}}
+}
+
+// inFlight limits p to 3 requests in flight per caller.
+func inFlight(p *v1alpha1.RateLimitPolicy) {
+	p.Spec.Concurrency = &v1alpha1.Concurrency{Max: 3}
 }
 
 // TestWarnings checks the admitted-but-told remarks on defaulted policies.

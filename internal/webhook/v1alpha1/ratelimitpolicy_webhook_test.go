@@ -100,7 +100,10 @@ func invalidCases() []invalid {
 	fast := base()
 	fast.Spec.Algorithm = policyv1alpha1.AlgorithmGCRA
 	fast.Spec.Limits[0].Requests, fast.Spec.Limits[0].Period.Duration, fast.Spec.Limits[0].Burst = 2000, time.Millisecond, nil
+	idemSlots := withIdem(base(), "")
+	idemSlots.Spec.Concurrency = &policyv1alpha1.Concurrency{Max: 3}
 	return []invalid{
+		{"concurrency with idempotency", defaulted(idemSlots), "spec.concurrency", "cannot be combined with idempotency"},
 		{"idempotency key on another tag", defaulted(withIdem(base(), otherTagIdem)),
 			"spec.keyLayout.idempotency", "hash to slots 3256 and 408"},
 		{"no TTL (not defaulted)", noTTL, "spec.keyLayout.ttl", "Required value: a TTL is required"},
