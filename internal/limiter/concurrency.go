@@ -15,10 +15,12 @@ import (
 const (
 	// MaxConcurrency is the most slots a concurrency limit holds at once.
 	MaxConcurrency = 1000
-	// MinSlotTTL and MaxSlotTTL bound how long a slot lives without being given back.
-	MinSlotTTL, MaxSlotTTL = time.Second, 24 * time.Hour
-	// ConcurrencyLimitName names the concurrency limit in decisions (LimitName, DeniedBy).
-	// Limit names are DNS labels, so none can be it.
+	// MinSlotTTL is the shortest a slot lives without being given back.
+	MinSlotTTL = time.Second
+	// MaxSlotTTL is the longest a slot lives without being given back.
+	MaxSlotTTL = 24 * time.Hour
+	// ConcurrencyLimitName names the concurrency limit in decisions (LimitName, DeniedBy); a
+	// policy with a concurrency limit may not give a limit of its own this name.
 	ConcurrencyLimitName = "in-flight"
 )
 
@@ -46,6 +48,11 @@ func checkConcurrency(c Spec) FieldErrors {
 	}
 	if cc.SlotTTL < MinSlotTTL || cc.SlotTTL > MaxSlotTTL || cc.SlotTTL%time.Millisecond != 0 {
 		errs.add("concurrency.slotTTL", "%s is not a whole number of ms from %s to %s", cc.SlotTTL, MinSlotTTL, MaxSlotTTL)
+	}
+	for i, l := range c.Limits {
+		if l.Name == ConcurrencyLimitName {
+			errs.add(fmt.Sprintf("limits[%d].name", i), "%q names the concurrency limit in decisions and headers; choose another name", l.Name)
+		}
 	}
 	for _, clash := range []struct {
 		on    bool

@@ -159,6 +159,7 @@ func TestConcurrencyRefusesClashes(t *testing.T) {
 		{func(s *Spec) { s.Concurrency.SlotTTL = 999 * time.Millisecond }, "concurrency.slotTTL"},
 		{func(s *Spec) { s.Concurrency.SlotTTL = 25 * time.Hour }, "concurrency.slotTTL"},
 		{func(s *Spec) { s.Leases = true }, "hotKeys.leases"},
+		{func(s *Spec) { s.Limits[0].Name = ConcurrencyLimitName }, "limits[0].name"},
 		{func(s *Spec) { s.Shards = 2 }, "hotKeys.shards"},
 		{func(s *Spec) {
 			s.IdempotencyKey, s.IdempotencyTTL, s.IdempotencyMaxReplays = "{rl:${namespace}/${policy}:${identity}}:idem:${requestId}", time.Minute, 3

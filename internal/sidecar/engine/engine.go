@@ -133,7 +133,7 @@ func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Che
 }
 
 func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
-	o := Outcome{Rule: r, Tier: c.Tier, reserved: reservation{at: time.Now()}}
+	o := Outcome{Rule: r, Tier: c.Tier}
 	if o.Tier == nil {
 		o.Tier = &r.def
 	}
@@ -149,34 +149,49 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
+	if r.Entry.Cost.Settle != nil {
+		o.reserved.at = time.Now() // before the check: a window gives back only what it counted
+	}
 	if o.Tier.Policy.Concurrency != nil && !c.Peek {
 		req.Slot = limiter.NewSlot()
 	}
-	lim := g.limiter()
-	switch {
-	case lim == nil:
-		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
-	case c.Peek:
-		pk := lim.Peek(ctx, o.Tier.Policy, req)
-		o.Decision, o.State = pk.Decision, pk.Limits
-	default:
-		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
-	}
-	o.Peeked = c.Peek
-	if lim != nil && o.Tier.Policy.HasCalendar() {
-		o.At = lim.Now()
-	}
+	g.ask(ctx, &o, req, c.Peek)
 	o.Allowed = o.Decision.Allowed
 	if o.Decision.Allowed && !o.Decision.Replayed && !o.Decision.WithoutRedis() && !c.Peek {
-		o.reserved.identity, o.reserved.slot = c.Identity, req.Slot
-		if r.Entry.Cost.Settle != nil {
-			o.reserved.cost = c.Cost
-		}
+		o.reserve(c, req.Slot)
 	}
 	if !o.Allowed && r.Entry.Shadow {
 		o.Allowed, o.Shadowed = true, true
 	}
 	return o
+}
+
+// ask has the limiter decide req on o's tier: a check, or a peek, or without Redis the
+// failure mode when the engine has no limiter yet.
+func (g *Engine) ask(ctx context.Context, o *Outcome, req limiter.Request, peek bool) {
+	lim := g.limiter()
+	switch {
+	case lim == nil:
+		o.Decision = o.Tier.Policy.WithoutRedis(req, ErrNoRedisYet)
+	case peek:
+		pk := lim.Peek(ctx, o.Tier.Policy, req)
+		o.Decision, o.State = pk.Decision, pk.Limits
+	default:
+		o.Decision = lim.Check(ctx, o.Tier.Policy, req)
+	}
+	o.Peeked = peek
+	if lim != nil && o.Tier.Policy.HasCalendar() {
+		o.At = lim.Now()
+	}
+}
+
+// reserve records what the end of o's admitted request settles (c's cost, when the policy's
+// cost settles from the response) or releases (slot, when it took one).
+func (o *Outcome) reserve(c Check, slot string) {
+	o.reserved.identity, o.reserved.slot = c.Identity, slot
+	if o.Rule.Entry.Cost.Settle != nil {
+		o.reserved.cost = c.Cost
+	}
 }
 
 // DecideAll checks a request against rules in order, checks[i] against rules[i], and stops

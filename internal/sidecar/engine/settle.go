@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,7 +67,9 @@ func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int6
 		Reserved: o.reserved.cost, Cost: min(cost, limiter.MaxAdjustAmount), RequestID: requestID,
 		Since: max(0, time.Since(o.reserved.at))})
 	if err != nil {
-		g.Metrics.settled(front, o, SettleFailed, cost)
+		if !errors.Is(err, limiter.ErrAdjustReused) { // the caller's mistake: nothing failed
+			g.Metrics.settled(front, o, SettleFailed, cost)
+		}
 		return out, fmt.Errorf("settle policy %s: %w", o.Rule.Name(), err)
 	}
 	g.Metrics.settled(front, o, result, cost)

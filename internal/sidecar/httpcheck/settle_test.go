@@ -43,8 +43,7 @@ func scSettle(t *testing.T, h http.Handler, body string) (int, httpcheck.SettleR
 
 // TestCheckAPISettle: a check of a policy that settles answers its reservation; settling it
 // at 30 gives 70 back (900 → 970 remaining), a retry under the same id is a replay, the id
-// for another cost is 409, a settlement at 250 of a reservation of 100 debits 150, and a
-// policy that settles nothing, a missing cost and a missing id are 400 naming the field.
+// for another cost is 409, and a settlement at 250 of a reservation of 100 debits 150.
 func TestCheckAPISettle(t *testing.T) {
 	rig := sidecartest.Start(t, limiter.Options{}, settlePolicy("llm"), sidecartest.Policy("plain", 5))
 	check, settle := &httpcheck.Handler{Engine: rig.Engine}, &httpcheck.SettleHandler{Engine: rig.Engine}
@@ -53,21 +52,36 @@ func TestCheckAPISettle(t *testing.T) {
 		t.Fatalf("check: %d %+v, want 100 reserved, 900 remaining", code, resp)
 	}
 	body := fmt.Sprintf(`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":%d,"cost":30,"requestId":"call-1"}`, resp.ReservedAtMs)
-	code, s, raw := scSettle(t, settle, body)
-	if code != http.StatusOK || s.Result != "unreserved" || s.Replayed || len(s.Limits) != 1 || s.Limits[0].Remaining != 970 || s.Limits[0].Applied != 70 {
-		t.Fatalf("settle at 30: %d %s", code, raw)
+	first := wantSettled(t, settle, body, "unreserved", 970, false)
+	if first.Limits[0].Applied != 70 {
+		t.Fatalf("settle at 30: %+v, want 70 given back", first)
 	}
-	if code, s, raw = scSettle(t, settle, body); code != http.StatusOK || !s.Replayed || s.Limits[0].Remaining != 970 {
-		t.Fatalf("retried: %d %s, want the first figures replayed", code, raw)
-	}
-	if code, _, raw = scSettle(t, settle, strings.Replace(body, `"cost":30`, `"cost":31`, 1)); code != http.StatusConflict {
+	wantSettled(t, settle, body, "unreserved", 970, true)
+	if code, _, raw := scSettle(t, settle, strings.Replace(body, `"cost":30`, `"cost":31`, 1)); code != http.StatusConflict {
 		t.Fatalf("the id for another cost: %d %s, want 409", code, raw)
 	}
-	code, resp, _, _ = scCheck(t, check, `{"policy":"llm","identity":"alice"}`)
+	_, resp, _, _ = scCheck(t, check, `{"policy":"llm","identity":"alice"}`)
 	body = fmt.Sprintf(`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":%d,"cost":250,"requestId":"call-2"}`, resp.ReservedAtMs)
-	if code, s, raw = scSettle(t, settle, body); code != http.StatusOK || s.Result != "charged" || s.Limits[0].Remaining != 720 {
-		t.Fatalf("settle at 250 of 100: %d %s, want 720 remaining", code, raw)
+	wantSettled(t, settle, body, "charged", 720, false)
+}
+
+// wantSettled posts the settlement body and requires it answered 200 with result, the one
+// limit's remaining, and replayed as said.
+func wantSettled(t *testing.T, h http.Handler, body, result string, remaining int64, replayed bool) httpcheck.SettleResponse {
+	t.Helper()
+	code, s, raw := scSettle(t, h, body)
+	if code != http.StatusOK || s.Result != result || s.Replayed != replayed || len(s.Limits) != 1 || s.Limits[0].Remaining != remaining {
+		t.Fatalf("%s: %d %s, want %s with %d remaining (replayed %v)", body, code, raw, result, remaining, replayed)
 	}
+	return s
+}
+
+// TestCheckAPISettleRefusesBadBodies: a policy that settles nothing, and a settlement
+// without its cost, id or reservation time, or reserving beyond cost.max, are 400 naming
+// the field; a check of a policy that settles nothing answers no reservation.
+func TestCheckAPISettleRefusesBadBodies(t *testing.T) {
+	rig := sidecartest.Start(t, limiter.Options{}, settlePolicy("llm"), sidecartest.Policy("plain", 5))
+	check, settle := &httpcheck.Handler{Engine: rig.Engine}, &httpcheck.SettleHandler{Engine: rig.Engine}
 	for _, bad := range []struct{ body, field string }{
 		{`{"policy":"plain","identity":"alice","reserved":1,"reservedAtMs":1,"cost":3,"requestId":"x"}`, "policy"},
 		{`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":1,"requestId":"x"}`, "cost"},
@@ -79,7 +93,7 @@ func TestCheckAPISettle(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 naming %s", bad.body, code, raw, bad.field)
 		}
 	}
-	if code, resp, _, _ = scCheck(t, check, `{"policy":"plain","identity":"alice"}`); resp.Reserved != 0 || resp.ReservedAtMs != 0 {
+	if code, resp, _, _ := scCheck(t, check, `{"policy":"plain","identity":"alice"}`); resp.Reserved != 0 || resp.ReservedAtMs != 0 {
 		t.Fatalf("a policy that settles nothing: %d %+v, want no reservation", code, resp)
 	}
 }
