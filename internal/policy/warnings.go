@@ -22,26 +22,8 @@ func Warnings(old, p *v1alpha1.RateLimitPolicy) []string {
 	w = append(w, leaseWarning(p)...)
 	w = append(w, shardWarning(p)...)
 	w = append(w, unreadSourceWarnings(p)...)
-	w = append(w, endWarnings(p)...)
 	if old != nil {
 		w = append(w, changeWarnings(old, p)...)
-	}
-	return w
-}
-
-// endWarnings: Envoy's rate limit filter asks before the request and never tells the sidecar
-// when it ended, so there a cost that settles from the response stays reserved, and a
-// concurrency slot is held until it expires.
-func endWarnings(p *v1alpha1.RateLimitPolicy) []string {
-	if p.Spec.Match.Envoy == nil {
-		return nil
-	}
-	var w []string
-	if p.Spec.Cost != nil && p.Spec.Cost.Settle != nil {
-		w = append(w, "spec.cost.settle: requests the Envoy RLS front admits keep their whole reservation: only the reverse proxy and the check API's settle call settle a cost from the response")
-	}
-	if p.Spec.Concurrency != nil {
-		w = append(w, "spec.concurrency: requests the Envoy RLS front admits hold their slot until concurrency.slotTTL: only the reverse proxy and the check API's release call give a slot back when the request ends")
 	}
 	return w
 }

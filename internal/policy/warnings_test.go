@@ -107,18 +107,12 @@ var warningCases = []warningCase{
 	{name: "LocalCap on /login", mutate: onPaths(v1alpha1.FailureModeLocalCap, "/login")},
 	{name: "FailOpen on /search", mutate: onPaths(v1alpha1.FailureModeFailOpen, "/search")},
 
-	// A cost settled from the response, which Envoy's rate limit filter never shows.
-	{name: "cost settled on HTTP", mutate: settles},
-	{name: "cost settled on Envoy", mutate: func(p *v1alpha1.RateLimitPolicy) {
-		settles(p)
-		p.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: "edge"}
-	}, want: [][]string{{"spec.cost.settle: requests the Envoy RLS front admits keep their whole reservation"}}},
-	{name: "concurrency on HTTP", mutate: inFlight},
-	{name: "concurrency and a settled cost on Envoy", mutate: func(p *v1alpha1.RateLimitPolicy) {
+	// A cost settled from the response and a concurrency limit warn of nothing, on any front.
+	{name: "cost settled and concurrency on HTTP and Envoy", mutate: func(p *v1alpha1.RateLimitPolicy) {
 		settles(p)
 		inFlight(p)
 		p.Spec.Match.Envoy = &v1alpha1.EnvoyMatch{Domain: "edge"}
-	}, want: [][]string{{"spec.cost.settle:"}, {"spec.concurrency: requests the Envoy RLS front admits hold their slot until concurrency.slotTTL"}}},
+	}},
 
 	// Updates that orphan the live counters.
 	{name: "algorithm change on update", old: unchanged,

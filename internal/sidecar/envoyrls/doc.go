@@ -16,4 +16,17 @@
 // nothing is debited (no count, no lease, no idempotency record). A descriptor no policy matches is answered
 // OK without a current_limit, as Envoy's reference service does; a descriptor that several
 // policies match is checked against each, in name order, stopping at the first denial.
+//
+// # The end of a stream
+//
+// A policy whose cost settles from the response (cost.settle) or that limits requests in
+// flight (concurrency) needs to hear when the request ended. Envoy says so with a second
+// rate limit of the route marked apply_on_stream_done: its descriptor carries the same
+// entries plus RequestIDKey (the x-request-id) and StreamDoneKey, and its hits_addend the
+// cost the response stated. The stream-start call's admissions whose descriptor carries
+// RequestIDKey are remembered (at most MaxPending, for an hour); the stream-end call
+// settles each at its hits_addend (none: the reservation stands) and gives back its slot,
+// debits nothing and answers OK. A request another descriptor denies is ended at once: it
+// cost nothing and holds no slot. Without the stream-end call, reservations stand and
+// slots expire after concurrency.slotTTL.
 package envoyrls

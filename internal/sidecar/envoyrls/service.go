@@ -36,6 +36,8 @@ type Service struct {
 
 	// limits are the reported limits of the snapshot in force (rateLimitsOf).
 	limits atomic.Pointer[rateLimits]
+	// pending are the admissions waiting for their stream's end (ends.go).
+	pending pendingEnds
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -61,16 +63,22 @@ type descriptorPlan struct {
 // is debited. A descriptor's own hits_addend overrides the request's, and set to 0 asks
 // for a peek: the descriptor is decided as usual and nothing is debited; is_negative_hits
 // (a refund) is refused on a descriptor that a policy matches, since the scripts only
-// debit; a descriptor's limit override is ignored: the policies alone set limits.
+// debit; a descriptor's limit override is ignored: the policies alone set limits. A request
+// whose descriptors carry StreamDoneKey is the call Envoy makes when a stream ends: it
+// settles and releases what the stream's admission reserved (ends.go) and debits nothing.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ctx, span := tracing.StartGRPC(ctx, FrontName)
 	defer span.End()
+	if streamDone(req) {
+		return s.ended(ctx, span, req)
+	}
 	f := s.front()
 	set, plans, err := s.plan(req)
 	if err != nil {
 		return nil, grpcError(f.Refuse(span, err))
 	}
 	v := f.Decided(span, s.decideAll(ctx, plans))
+	s.remember(ctx, plans, v.Kind == verdict.Denied)
 	return response(&v, plans, s.rateLimitsOf(set)), nil
 }
 
