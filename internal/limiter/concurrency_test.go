@@ -258,3 +258,26 @@ func TestTiersShareSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekShowsSlots: a peek of a policy with a concurrency limit reports its slots after
+// the rate limits (2 of 3 free with one in flight, the rate's 99 of 100), takes none, and
+// decides as a check would: refused once every slot is held.
+func TestPeekShowsSlots(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	p := concurrentPolicy(t, GCRA, 3, time.Minute, perHour("hourly", 100))
+	acquireOne(t, l, p, "gina")
+	for range 3 {
+		pk := l.Peek(context.Background(), p, Request{Identity: "gina", Cost: 1})
+		if len(pk.Limits) != 2 || pk.Limits[1].Name != ConcurrencyLimitName || pk.Limits[1].Remaining != 2 ||
+			pk.Limits[0].Remaining != 99 || !pk.Allowed {
+			t.Fatalf("peek with one in flight: %+v", pk)
+		}
+	}
+	acquireOne(t, l, p, "gina")
+	acquireOne(t, l, p, "gina")
+	pk := l.Peek(context.Background(), p, Request{Identity: "gina", Cost: 1})
+	if pk.Allowed || pk.DeniedBy != ConcurrencyLimitName || pk.Limits[1].Remaining != 0 {
+		t.Fatalf("peek with every slot held: %+v, want refused by %s", pk, ConcurrencyLimitName)
+	}
+}

@@ -35,7 +35,9 @@ type Peek struct {
 	// SourceRedis, or the failure mode's when Redis could not be asked (then Limits is
 	// empty and Err says why).
 	Decision
-	// Limits is every limit of the policy, in the policy's order.
+	// Limits is every limit of the policy, in the policy's order, then for a policy with a
+	// concurrency limit its slots (ConcurrencyLimitName: Limit the most in flight, Remaining
+	// the slots free now).
 	Limits []LimitState
 }
 
@@ -66,6 +68,9 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, r Request) Peek {
 // peekOne is Peek of a policy that is not sharded (or one shard of one).
 func (l *Limiter) peekOne(ctx context.Context, p *Policy, r Request) Peek {
 	keys := p.Keys(r.Identity, "")
+	if p.Concurrency != nil {
+		keys = append(keys, p.slotsKey(r.Identity))
+	}
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
 		l.stats.circuitOpen.Add(1)
@@ -134,7 +139,11 @@ func (p *Policy) peekWithoutRedis(r Request, cause error, clock func() time.Time
 // then remaining, reset_after_ms, retry_after_ms per limit}.
 func decodePeek(p *Policy, v any) (Peek, error) {
 	r, ok := v.([]any)
-	if !ok || len(r) != 3+3*len(p.Limits) {
+	slots := 0
+	if p.Concurrency != nil {
+		slots = 1
+	}
+	if !ok || len(r) != 3+3*len(p.Limits)+slots {
 		return Peek{}, fmt.Errorf("script %s: unexpected reply %v", p.peekScript.Name, v)
 	}
 	n := make([]int64, len(r))
@@ -152,7 +161,26 @@ func decodePeek(p *Policy, v any) (Peek, error) {
 		return Peek{}, fmt.Errorf("script %s: reply names limit %d of %d", p.peekScript.Name, idx+1, len(p.Limits))
 	}
 	out.Decision = out.report(idx, n[0] == 1)
+	if slots == 1 {
+		out.inFlight(p.Concurrency, n[len(n)-1])
+	}
 	return out, nil
+}
+
+// inFlight adds the concurrency limit c, with held slots in use, to the peek: a limit state
+// of its own, and the decision's report when it is the tightest of an admission, or full.
+func (pk *Peek) inFlight(c *Concurrency, held int64) {
+	s := LimitState{Name: ConcurrencyLimitName, Limit: c.Max, Remaining: max(0, c.Max-held)}
+	if held > 0 {
+		s.ResetAfter = c.SlotTTL
+	}
+	if s.Remaining == 0 {
+		s.RetryAfter = time.Second // a slot may come back at any moment
+	}
+	pk.Limits = append(pk.Limits, s)
+	if pk.Allowed && (s.Remaining == 0 || s.Remaining < pk.Remaining) {
+		pk.Decision = pk.report(len(pk.Limits)-1, s.Remaining > 0)
+	}
 }
 
 // waitOf is a reply's wait in ms as a duration; -1 (never) stays negative.

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -168,6 +169,9 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 			shapes = leaseShapes("{shape:" + s.Name + "}")
 		}
 		if strings.HasSuffix(s.Name, "_peek") {
+			// One key more than limits is a peek's shape for a policy with a concurrency limit
+			// (its slots, read-only and bounded): not hostile.
+			shapes = slices.DeleteFunc(shapes, func(h hostileShape) bool { return h.name == "one limit and two keys" })
 			shapes = append(shapes, peekShapes("{shape:"+s.Name+"}")...)
 		}
 		if strings.HasSuffix(s.Name, "_adjust") {

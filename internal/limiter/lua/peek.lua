@@ -7,6 +7,8 @@
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag (no
 --              idempotency key: a peek records nothing).
+-- KEYS[n+1]    optional: the identity's concurrency slots (acquire.lua's value), for a
+--              policy with a concurrency limit: the reply then ends with the slots held.
 -- ARGV         exactly a check's ARGV without an idempotency key (see the algorithm file):
 --              ARGV[1] the cost to decide (a whole number >= 0; 0 decides nothing and only
 --              reads), ARGV[2] the keys' ttl (unused: nothing is written), ARGV[3] "0",
@@ -19,10 +21,12 @@
 --              (before the request), the ms until it is full again (for windows, until the
 --              window that holds the usage ends), and the ms a request of the cost would
 --              wait (0: admitted now, -1: never). Times are whole ms, rounded up.
+--              With the slots key, one more element: the slots held now (not expired).
 --              {-1, now_us}: the server clock is outside a calendar window given, as the
 --              check script answers it.
--- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, each body run twice;
---              no writes, no loops over data, no key names built here.
+-- Cost         O(n + h) in the number of limits (n <= 8) and, with the slots key, the slots
+--              held (h <= 1000, each record read once): TIME, one MGET, each body run
+--              twice; no writes, no key names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, an idempotency ttl, a cost that is not a whole number >= 0, "keep"
 --              for an algorithm that does not keep usage): an ERR reply before any read.
@@ -33,7 +37,8 @@ local keeps = false
 local keep = ARGV[#ARGV] == 'keep'
 local n = (#ARGV - 3 - (keep and 1 or 0)) / 2
 local want = tonumber(ARGV[1])
-if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n or ARGV[3] ~= '0' or (keep and not keeps) or
+local slots = #KEYS == n + 1
+if n < 1 or n > 8 or n % 1 ~= 0 or (#KEYS ~= n and not slots) or ARGV[3] ~= '0' or (keep and not keeps) or
     not (want and want >= 0 and want % 1 == 0 and want < 9007199254740992) then
   return redis.error_reply('ERR ratelimit: refused a peek of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes 1 to 8 limits, one state key each, no idempotency key and a whole cost >= 0')
@@ -88,4 +93,15 @@ for i = 1, n do
   end
 end
 out[2], out[3] = idx, out[1] == 1 and 0 or worst
+if slots then
+  local v, held = vals[n + 1], 0
+  if v and #v % 40 == 0 and #v <= 40000 then
+    for at = 1, #v, 40 do
+      if struct.unpack('>d', v, at) > now then
+        held = held + 1
+      end
+    end
+  end
+  out[#out + 1] = held
+end
 return out

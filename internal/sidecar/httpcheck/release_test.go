@@ -43,6 +43,10 @@ func TestCheckAPIRelease(t *testing.T) {
 	if code != http.StatusTooManyRequests || resp.Limit != limiter.ConcurrencyLimitName || resp.Slot != "" {
 		t.Fatalf("a 3rd in flight: %d %+v, want 429 by %s", code, resp, limiter.ConcurrencyLimitName)
 	}
+	if _, peek, _, _ := scCheck(t, check, `{"policy":"llm","identity":"alice","peek":true}`); len(peek.Limits) != 2 ||
+		peek.Limits[1].Name != limiter.ConcurrencyLimitName || peek.Limits[1].Used != 2 || peek.Limits[1].Remaining != 0 {
+		t.Fatalf("a peek with both slots held: %+v, want in-flight 2 used, 0 left", peek)
+	}
 	body := `{"policy":"llm","identity":"alice","slot":"` + slots[0] + `"}`
 	if code, raw := scRelease(t, release, body); code != http.StatusOK || !strings.Contains(raw, `"released":true`) {
 		t.Fatalf("release: %d %s", code, raw)
