@@ -24,8 +24,8 @@ func scRelease(t *testing.T, h http.Handler, body string) (int, string) {
 }
 
 // TestCheckAPIRelease: 2 in flight per caller. Two checks are admitted with a slot each, a
-// third is 429 naming the in-flight limit; releasing a slot lets the next in, releasing it
-// again says it was not held; bad bodies are 400 naming the field.
+// third is 429 naming the in-flight limit, and a peek shows both slots held; releasing a
+// slot lets the next in, releasing it again says it was not held.
 func TestCheckAPIRelease(t *testing.T) {
 	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("llm", 100, func(s *v1alpha1.RateLimitPolicySpec) {
 		s.Concurrency = &v1alpha1.Concurrency{Max: 2, SlotTTL: &metav1.Duration{Duration: time.Minute}}
@@ -48,15 +48,32 @@ func TestCheckAPIRelease(t *testing.T) {
 		t.Fatalf("a peek with both slots held: %+v, want in-flight 2 used, 0 left", peek)
 	}
 	body := `{"policy":"llm","identity":"alice","slot":"` + slots[0] + `"}`
-	if code, raw := scRelease(t, release, body); code != http.StatusOK || !strings.Contains(raw, `"released":true`) {
-		t.Fatalf("release: %d %s", code, raw)
-	}
-	if code, raw := scRelease(t, release, body); code != http.StatusOK || !strings.Contains(raw, `"released":false`) {
-		t.Fatalf("release again: %d %s", code, raw)
-	}
+	wantReleased(t, release, body, true)
+	wantReleased(t, release, body, false)
 	if code, resp, _, _ := scCheck(t, check, `{"policy":"llm","identity":"alice"}`); code != http.StatusOK {
 		t.Fatalf("after a release: %d %+v", code, resp)
 	}
+}
+
+// wantReleased posts the release body and requires 200 saying whether the slot was held.
+func wantReleased(t *testing.T, h http.Handler, body string, held bool) {
+	t.Helper()
+	want := `"released":false`
+	if held {
+		want = `"released":true`
+	}
+	if code, raw := scRelease(t, h, body); code != http.StatusOK || !strings.Contains(raw, want) {
+		t.Fatalf("release %s: %d %s, want %s", body, code, raw, want)
+	}
+}
+
+// TestCheckAPIReleaseRefusesBadBodies: a policy without a concurrency limit, a missing or
+// misshapen slot and an unknown field are 400 naming the field.
+func TestCheckAPIReleaseRefusesBadBodies(t *testing.T) {
+	rig := sidecartest.Start(t, limiter.Options{}, sidecartest.Policy("llm", 100, func(s *v1alpha1.RateLimitPolicySpec) {
+		s.Concurrency = &v1alpha1.Concurrency{Max: 2, SlotTTL: &metav1.Duration{Duration: time.Minute}}
+	}), sidecartest.Policy("plain", 5))
+	release := &httpcheck.ReleaseHandler{Engine: rig.Engine}
 	for _, bad := range []struct{ body, field string }{
 		{`{"policy":"plain","identity":"alice","slot":"` + strings.Repeat("s", 32) + `"}`, "policy"},
 		{`{"policy":"llm","identity":"alice"}`, "slot"},
