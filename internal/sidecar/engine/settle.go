@@ -53,14 +53,12 @@ func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int6
 	}
 	result := settleResult(o.reserved.cost, cost)
 	lim := g.limiter()
-	if lim == nil || result == SettleExact {
-		if lim == nil {
-			result = SettleFailed
-		}
+	switch {
+	case lim == nil:
+		g.Metrics.settled(front, o, SettleFailed, cost)
+		return limiter.Adjusted{}, ErrNoRedisYet
+	case result == SettleExact:
 		g.Metrics.settled(front, o, result, cost)
-		if lim == nil {
-			return limiter.Adjusted{}, ErrNoRedisYet
-		}
 		return limiter.Adjusted{}, nil
 	}
 	out, err := lim.Settle(ctx, o.Tier.Policy, limiter.Settlement{Identity: o.reserved.identity,
