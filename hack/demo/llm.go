@@ -41,7 +41,7 @@ func llmAnswer(w http.ResponseWriter, r *http.Request) {
 // answers report rather than what the calls reserved (and the call that overran it
 // charged), then 3 calls of one key at once against a limit of 2 in flight.
 func (d *demo) llm(ctx context.Context) error {
-	d.step("LLM route: kubectl apply demo-llm, 1000 tokens an hour settled from each streamed answer's usage, 2 calls in flight per key")
+	d.step("LLM route: kubectl apply demo-llm, 1000 tokens a day settled from each streamed answer's usage, 2 calls in flight per key")
 	if out, err := d.kubectl(ctx, demoLLM, "apply", "-n", d.opts.namespace, "-f", "-"); err != nil {
 		return fmt.Errorf("kubectl apply demo-llm: %w\n%s", err, out)
 	}

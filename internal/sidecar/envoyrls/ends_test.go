@@ -15,11 +15,12 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
-// llmEnvoyPolicy is a budget of 1000 tokens an hour per "user" entry on route=llm, each
+// llmEnvoyPolicy is a budget of 1000 tokens a year (a fixed window no test run crosses) per
+// "user" entry on route=llm, each
 // call reserving 100 (default; up to 500 by hits_addend), settled from the response, with
 // at most 2 calls of one user in flight.
 func llmEnvoyPolicy() *v1alpha1.RateLimitPolicy {
-	return sidecartest.EnvoyPolicy("llm", "llm", 1000, time.Hour, func(s *v1alpha1.RateLimitPolicySpec) {
+	return sidecartest.EnvoyPolicy("llm", "llm", 1000, 8760*time.Hour, func(s *v1alpha1.RateLimitPolicySpec) {
 		s.Algorithm = v1alpha1.AlgorithmFixedWindow
 		most := int64(500)
 		s.Cost = &v1alpha1.Cost{Default: 100, Max: &most, Settle: &v1alpha1.CostSettle{Header: "x-usage-tokens"}}

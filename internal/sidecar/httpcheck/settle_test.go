@@ -15,12 +15,12 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
-// settlePolicy is a budget of 1000 tokens an hour whose cost (100 reserved by default, up
+// settlePolicy is a budget of 1000 tokens a year whose cost (100 reserved by default, up
 // to 500 stated) settles from the response.
 func settlePolicy(name string) *v1alpha1.RateLimitPolicy {
 	return sidecartest.Policy(name, 1000, func(s *v1alpha1.RateLimitPolicySpec) {
 		s.Algorithm = v1alpha1.AlgorithmFixedWindow
-		s.Limits[0].Name, s.Limits[0].Period.Duration = "tokens", time.Hour
+		s.Limits[0].Name, s.Limits[0].Period.Duration = "tokens", 8760*time.Hour // no run crosses a yearly window's end
 		s.FailureMode = v1alpha1.FailureModeFailClosed
 		most := int64(500)
 		s.Cost = &v1alpha1.Cost{Default: 100, Max: &most, Settle: &v1alpha1.CostSettle{Header: "X-Tokens"}}

@@ -25,13 +25,13 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
-// tokenPolicy is a budget of tokens per hour on /api/<name>, per X-API-Key, FixedWindow,
+// tokenPolicy is a budget of tokens per year (a fixed window no test run crosses) on /api/<name>, per X-API-Key, FixedWindow,
 // whose cost settles from the response's usage.total_tokens: reserve is cost.default and
 // the most a request's X-Max-Tokens may reserve instead.
 func tokenPolicy(name string, budget, reserve int64) *v1alpha1.RateLimitPolicy {
 	return sidecartest.Policy(name, budget, func(s *v1alpha1.RateLimitPolicySpec) {
 		s.Algorithm = v1alpha1.AlgorithmFixedWindow
-		s.Limits[0].Name, s.Limits[0].Period.Duration = "tokens", time.Hour
+		s.Limits[0].Name, s.Limits[0].Period.Duration = "tokens", 8760*time.Hour // no run crosses a yearly window's end
 		s.FailureMode = v1alpha1.FailureModeFailClosed
 		s.Cost = &v1alpha1.Cost{Default: reserve, Header: "X-Max-Tokens", Max: &reserve,
 			Settle: &v1alpha1.CostSettle{Field: "usage.total_tokens"}}
@@ -191,7 +191,7 @@ func budgetLoad(t *testing.T, l *llmRig, path string) int64 {
 	return l.stub.Tokens.Load() - before
 }
 
-// TestProxyBudgetUnderConcurrency: a budget of 2000 tokens an hour, 64 callers streaming at
+// TestProxyBudgetUnderConcurrency: a budget of 2000 tokens, 64 callers streaming at
 // once, each call reserving its upper bound (100). Settled from the response, the tokens
 // the upstream served never exceed the budget. Reported after the response instead (a
 // policy reserving 1 and charging the rest at the end, as report-after gateways count) the
