@@ -54,7 +54,8 @@ func mustRelease(t testing.TB, l *Limiter, p *Policy, identity, slot string, wan
 // of the same slot holds nothing; a request its rate denies takes no slot.
 func TestConcurrencyLimitsInFlight(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
-		p := concurrentPolicy(t, alg, 3, time.Minute, perHour("hourly", 100))
+		// Windows of 1000 h: no run crosses one's end, which would hand out a fresh rate.
+		p := concurrentPolicy(t, alg, 3, time.Minute, Limit{Name: "long", Requests: 100, Period: 1000 * time.Hour})
 		var slots []string
 		for i := range 3 {
 			d, slot := acquireOne(t, l, p, "alice")
@@ -79,7 +80,7 @@ func TestConcurrencyLimitsInFlight(t *testing.T) {
 			t.Fatalf("another caller: %+v, want its own 3 slots (2 left)", d)
 		}
 
-		tight := concurrentPolicy(t, alg, 5, time.Minute, perHour("hourly", 2))
+		tight := concurrentPolicy(t, alg, 5, time.Minute, Limit{Name: "long", Requests: 2, Period: 1000 * time.Hour})
 		for range 3 {
 			acquireOne(t, l, tight, "carol")
 		}
