@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -90,14 +89,9 @@ func (d *demo) llmBudget(ctx context.Context) error {
 // tokensUsed is what lena (identity) has used of demo-llm's tokens, by a peek of the
 // sidecar's check API (which debits nothing).
 func (d *demo) tokensUsed(ctx context.Context, identity string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addrs.check+"/v1/check",
-		strings.NewReader(`{"policy":"demo-llm","identity":"`+identity+`","peek":true}`))
+	resp, err := d.checkAPI(ctx, `{"policy":"demo-llm","identity":"`+identity+`","peek":true}`)
 	if err != nil {
-		return 0, fmt.Errorf("peek request: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("check API: %w", err)
+		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	var peek struct {

@@ -119,20 +119,28 @@ func (d *demo) grant(ctx context.Context, kcfg, plugin string) error {
 	return nil
 }
 
+// checkAPI posts body to the sidecar's check API; the caller closes the answer's body.
+func (d *demo) checkAPI(ctx context.Context, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addrs.check+"/v1/check", strings.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("check request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("check API: %w", err)
+	}
+	return resp, nil
+}
+
 // admittedAgain asks the sidecar's check API about demo-quota alone for quota-quinn (the
 // proxy would also count demo-api's 5 per 10 s) until a check is admitted (up to 15 s: a
 // denial the sidecar cached answers for at most 5 s; a denied check debits nothing), then
 // twice more; it returns how long the first took and the two codes.
 func (d *demo) admittedAgain(ctx context.Context) (time.Duration, []int, error) {
 	check := func() (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addrs.check+"/v1/check",
-			strings.NewReader(`{"policy":"demo-quota","identity":"quota-quinn"}`))
+		resp, err := d.checkAPI(ctx, `{"policy":"demo-quota","identity":"quota-quinn"}`)
 		if err != nil {
-			return 0, fmt.Errorf("check request: %w", err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, fmt.Errorf("check API: %w", err)
+			return 0, err
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil

@@ -42,7 +42,7 @@ func BenchmarkSlots(b *testing.B) {
 	plain := newPolicy(b, TokenBucket, FailOpen, limits...)
 	slots := concurrentPolicy(b, TokenBucket, 100, time.Minute, limits...)
 	benchVersusCheck(b, rdb, plain, "acquire+release", func(l *Limiter, id string) error {
-		slot := NewSlot()
+		slot := NewID()
 		if d := l.Check(context.Background(), slots, Request{Identity: id, Slot: slot}); d.WithoutRedis() || !d.Allowed {
 			return fmt.Errorf("acquire: %+v", d)
 		}

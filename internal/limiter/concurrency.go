@@ -69,11 +69,12 @@ func checkConcurrency(c Spec) FieldErrors {
 	return errs
 }
 
-// SlotIDLength is the length of a slot id: NewSlot's, and what Release takes.
+// SlotIDLength is the length of a slot id: NewID's, and what Release takes.
 const SlotIDLength = 32
 
-// NewSlot is a fresh slot id for one request: 16 random bytes, hex (SlotIDLength bytes).
-func NewSlot() string {
+// NewID is a fresh random id (16 random bytes, hex: SlotIDLength bytes): a request's slot,
+// or a settlement made once.
+func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
 	return hex.EncodeToString(b[:])

@@ -31,7 +31,7 @@ func concurrentPolicy(t testing.TB, alg Algorithm, most int64, slotTTL time.Dura
 // acquireOne checks identity with a fresh slot; it returns the slot when admitted.
 func acquireOne(t testing.TB, l *Limiter, p *Policy, identity string) (Decision, string) {
 	t.Helper()
-	slot := NewSlot()
+	slot := NewID()
 	d := l.Check(context.Background(), p, Request{Identity: identity, Slot: slot})
 	if d.Source != SourceRedis {
 		t.Fatalf("acquire from %s: %v", d.Source, d.Err)

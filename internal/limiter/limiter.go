@@ -81,7 +81,7 @@ type Request struct {
 	// cost and Fingerprint; another request under a seen id counts as new.
 	Fingerprint string
 	// Slot, for a policy with a concurrency limit, is the slot id the request takes when
-	// admitted (NewSlot), held until Release.
+	// admitted (NewID), held until Release.
 	Slot string
 }
 

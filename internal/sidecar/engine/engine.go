@@ -153,7 +153,7 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		o.reserved.at = time.Now() // before the check: a window gives back only what it counted
 	}
 	if o.Tier.Policy.Concurrency != nil && !c.Peek {
-		req.Slot = limiter.NewSlot()
+		req.Slot = limiter.NewID()
 	}
 	g.ask(ctx, &o, req, c.Peek)
 	o.Allowed = o.Decision.Allowed

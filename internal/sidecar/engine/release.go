@@ -51,12 +51,7 @@ func (g *Engine) Release(ctx context.Context, front string, o *Outcome) (bool, e
 // Holding is the admission of c on r that holds slot, for a front that releases apart from
 // its answer (the check API's release call).
 func (r *Rule) Holding(c Check, slot string) Outcome {
-	o := Outcome{Rule: r, Tier: c.Tier, Allowed: true, reserved: reservation{identity: c.Identity, slot: slot}}
-	if o.Tier == nil {
-		o.Tier = &r.def
-	}
-	if !c.HasIdentity {
-		o.reserved.identity = ""
-	}
+	o := r.admitted(c)
+	o.reserved.slot = slot
 	return o
 }

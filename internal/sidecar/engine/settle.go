@@ -51,7 +51,7 @@ func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int6
 		g.Metrics.settled(front, o, SettleUnstated, 0)
 		return limiter.Adjusted{}, nil
 	}
-	result := settleResult(o.reserved.cost, cost)
+	result := SettleResult(o.reserved.cost, cost)
 	lim := g.limiter()
 	switch {
 	case lim == nil:
@@ -74,8 +74,8 @@ func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int6
 	return out, nil
 }
 
-// settleResult names a settlement of a reservation at cost.
-func settleResult(reserved, cost int64) string {
+// SettleResult names a settlement of a reservation at cost: charged, unreserved or exact.
+func SettleResult(reserved, cost int64) string {
 	switch {
 	case cost > reserved:
 		return SettleCharged
@@ -90,16 +90,24 @@ func settleResult(reserved, cost int64) string {
 // settles from the response and c names a caller (or r counts requests without one as one
 // caller).
 func (r *Rule) Reservation(c Check, at time.Time) Outcome {
-	o := Outcome{Rule: r, Tier: c.Tier, Allowed: true, reserved: reservation{at: at}}
+	o := r.admitted(c)
+	missing := r.Entry.Identity.OnMissing
+	o.reserved.at = at
+	if r.Entry.Cost.Settle != nil && (c.HasIdentity || missing != snapshot.MissingSkip && missing != snapshot.MissingReject) {
+		o.reserved.cost = c.Cost
+	}
+	return o
+}
+
+// admitted is an admission of c on r, on c's tier, its identity as decide counts it (one
+// shared identity without one), reserving nothing yet.
+func (r *Rule) admitted(c Check) Outcome {
+	o := Outcome{Rule: r, Tier: c.Tier, Allowed: true}
 	if o.Tier == nil {
 		o.Tier = &r.def
 	}
-	missing := r.Entry.Identity.OnMissing
-	if !c.HasIdentity {
-		c.Identity = "" // as decide counts it: one shared identity
-	}
-	if r.Entry.Cost.Settle != nil && (c.HasIdentity || missing != snapshot.MissingSkip && missing != snapshot.MissingReject) {
-		o.reserved.identity, o.reserved.cost = c.Identity, c.Cost
+	if c.HasIdentity {
+		o.reserved.identity = c.Identity
 	}
 	return o
 }

@@ -137,16 +137,16 @@ func streamDone(req *rlsv3.RateLimitRequest) bool {
 // descriptor is over its limit, so Envoy answers 429 and the request goes nowhere) it ends
 // them now instead: no cost, no slot.
 func (s *Service) remember(ctx context.Context, plans []descriptorPlan, denied bool) {
-	now := time.Now()
 	for i := range plans {
-		id := entryValue(plans[i].entries, RequestIDKey)
 		for _, o := range plans[i].outs {
 			switch {
 			case !o.Settles() && !o.HoldsSlot():
 			case denied:
 				s.end(ctx, &o, 0, true)
-			case id != "":
-				s.pending.put(pendingKey(id, o.Rule), o, now)
+			default:
+				if id := entryValue(plans[i].entries, RequestIDKey); id != "" {
+					s.pending.put(pendingKey(id, o.Rule), o, time.Now())
+				}
 			}
 		}
 	}
@@ -196,16 +196,10 @@ func (s *Service) endAll(ctx context.Context, rules []*engine.Rule, entries []en
 	}
 }
 
-// statedCost is the cost a stream-end call states for d: the descriptor's own hits_addend,
-// else the request's; neither set states none.
+// statedCost is the cost a stream-end call states for d (hitsAddend), and whether it
+// states one: neither the descriptor's nor the request's hits_addend set states none.
 func statedCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (int64, bool) {
-	if h := d.GetHitsAddend(); h != nil {
-		return int64(min(h.GetValue(), 1<<62)), true
-	}
-	if n := req.GetHitsAddend(); n > 0 {
-		return int64(n), true
-	}
-	return 0, false
+	return hitsAddend(req, d), d.GetHitsAddend() != nil || req.GetHitsAddend() > 0
 }
 
 // end settles o at cost and gives back its slot, logging what failed: the reservation
@@ -213,7 +207,7 @@ func statedCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor)
 // request's: a client may send the x-request-id it likes, and a settlement under an id seen
 // before would replay the first (a charge of the same size would not be made again).
 func (s *Service) end(ctx context.Context, o *engine.Outcome, cost int64, stated bool) {
-	if _, err := s.Engine.Settle(ctx, FrontName, o, cost, stated, limiter.NewSlot()); err != nil {
+	if _, err := s.Engine.Settle(ctx, FrontName, o, cost, stated, limiter.NewID()); err != nil {
 		s.Log.Error(err, "settlement failed: the reservation stands", "policy", o.Rule.Name(), "reserved", o.Reserved(), "cost", cost)
 	}
 	if _, err := s.Engine.Release(ctx, FrontName, o); err != nil {

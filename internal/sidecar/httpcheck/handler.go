@@ -9,9 +9,7 @@
 package httpcheck
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -219,12 +217,9 @@ func CheckOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 // readRequest decodes a body: JSON, one object, known fields only, a policy named.
 func readRequest(body io.Reader) (Request, int, error) {
 	var req Request
-	data, err := io.ReadAll(io.LimitReader(body, maxCheckBody+1))
+	data, status, err := readBody(body)
 	if err != nil {
-		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
-	}
-	if len(data) > maxCheckBody {
-		return req, http.StatusRequestEntityTooLarge, fmt.Errorf("body is larger than %d bytes", maxCheckBody)
+		return req, status, err
 	}
 	if err := Decode(data, &req); err != nil {
 		return req, http.StatusBadRequest, err
@@ -234,13 +229,8 @@ func readRequest(body io.Reader) (Request, int, error) {
 
 // Decode decodes and checks a check request body.
 func Decode(data []byte, req *Request) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		return fmt.Errorf("body is not a check request: %w", err)
-	}
-	if dec.More() {
-		return errors.New("body has data after the JSON object")
+	if err := decodeStrict(data, req, "a check request"); err != nil {
+		return err
 	}
 	if req.Policy == "" {
 		return errors.New("policy: required")

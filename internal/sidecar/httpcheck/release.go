@@ -2,7 +2,6 @@ package httpcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,16 +18,8 @@ const ReleasePath = "/v1/release"
 // identity or parts, and tier or request, as the check stated them) and the slot its answer
 // carried.
 type ReleaseRequest struct {
-	// Policy names the policy, as the check did.
-	Policy string `json:"policy"`
-	// Identity is the caller's identity, as the check stated it.
-	Identity string `json:"identity,omitempty"`
-	// Parts are a composite identity's parts, as the check stated them.
-	Parts []string `json:"parts,omitempty"`
-	// Tier is the tier the check named, if it named one.
-	Tier string `json:"tier,omitempty"`
-	// Request is the request the check described, if it described one.
-	Request *Attributes `json:"request,omitempty"`
+	// Caller is the check's caller, as the check named it.
+	Caller
 	// Slot is the slot the check's answer carried (Response.Slot, 32 bytes). Required.
 	Slot string `json:"slot"`
 }
@@ -75,8 +66,7 @@ func (h *ReleaseHandler) release(ctx context.Context, body io.Reader) (ReleaseRe
 	if err != nil {
 		return ReleaseResponse{}, http.StatusServiceUnavailable, err
 	}
-	rule, c, status, err := CheckOf(set, &Request{Policy: req.Policy, Identity: req.Identity, Parts: req.Parts,
-		Tier: req.Tier, Request: req.Request})
+	rule, c, status, err := CheckOf(set, req.check(0))
 	if err != nil {
 		return ReleaseResponse{}, status, err
 	}
@@ -97,13 +87,11 @@ func readRelease(body io.Reader) (ReleaseRequest, error) {
 	if err := readJSON(body, &req, "a release request"); err != nil {
 		return req, err
 	}
-	switch {
-	case req.Policy == "":
-		return req, errors.New("policy: required")
-	case len(req.Slot) != limiter.SlotIDLength:
+	if err := req.validate(); err != nil {
+		return req, err
+	}
+	if len(req.Slot) != limiter.SlotIDLength {
 		return req, fmt.Errorf("slot: required, the check answer's slot (%d bytes)", limiter.SlotIDLength)
-	case req.Tier != "" && req.Request != nil:
-		return req, errors.New("tier: set tier or request, not both")
 	}
 	return req, nil
 }

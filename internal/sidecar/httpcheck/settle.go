@@ -20,16 +20,8 @@ const SettlePath = "/v1/settle"
 // identity or parts, and tier or request, as the check stated them), the reservation its
 // answer carried, and the cost the response stated.
 type SettleRequest struct {
-	// Policy names the policy, as the check did.
-	Policy string `json:"policy"`
-	// Identity is the caller's identity, as the check stated it.
-	Identity string `json:"identity,omitempty"`
-	// Parts are a composite identity's parts, as the check stated them.
-	Parts []string `json:"parts,omitempty"`
-	// Tier is the tier the check named, if it named one.
-	Tier string `json:"tier,omitempty"`
-	// Request is the request the check described, if it described one.
-	Request *Attributes `json:"request,omitempty"`
+	// Caller is the check's caller, as the check named it.
+	Caller
 	// Reserved is the cost the check's answer reserved (Response.Reserved).
 	Reserved int64 `json:"reserved"`
 	// ReservedAtMs is the time the check's answer gave (Response.ReservedAtMs): a window
@@ -100,8 +92,7 @@ func (h *SettleHandler) settle(ctx context.Context, body io.Reader) (SettleRespo
 	if err != nil {
 		return SettleResponse{}, http.StatusServiceUnavailable, err
 	}
-	rule, c, status, err := CheckOf(set, &Request{Policy: req.Policy, Identity: req.Identity, Parts: req.Parts,
-		Cost: req.Reserved, Tier: req.Tier, Request: req.Request})
+	rule, c, status, err := CheckOf(set, req.check(req.Reserved))
 	if err != nil {
 		return SettleResponse{}, status, fmt.Errorf("reserved or the check's fields: %w", err)
 	}
@@ -124,13 +115,7 @@ func (h *SettleHandler) settle(ctx context.Context, body io.Reader) (SettleRespo
 
 // settleResponseOf is the answer to a settlement of o at cost that answered out.
 func settleResponseOf(o *engine.Outcome, cost int64, out limiter.Adjusted) SettleResponse {
-	resp := SettleResponse{Policy: o.Rule.Name(), Result: engine.SettleExact, Replayed: out.Replayed}
-	switch {
-	case cost > o.Reserved():
-		resp.Result = engine.SettleCharged
-	case cost < o.Reserved():
-		resp.Result = engine.SettleUnreserved
-	}
+	resp := SettleResponse{Policy: o.Rule.Name(), Result: engine.SettleResult(o.Reserved(), cost), Replayed: out.Replayed}
 	for _, l := range out.Limits {
 		resp.Limits = append(resp.Limits, SettledLimit{Name: l.Name, Quota: l.Limit, Remaining: l.Remaining, Applied: l.Applied})
 	}
@@ -143,9 +128,10 @@ func readSettle(body io.Reader) (SettleRequest, error) {
 	if err := readJSON(body, &req, "a settle request"); err != nil {
 		return req, err
 	}
+	if err := req.validate(); err != nil {
+		return req, err
+	}
 	switch {
-	case req.Policy == "":
-		return req, errors.New("policy: required")
 	case req.Reserved < 1:
 		return req, errors.New("reserved: required, the check answer's reserved (1 or more)")
 	case req.ReservedAtMs <= 0:
@@ -154,8 +140,6 @@ func readSettle(body io.Reader) (SettleRequest, error) {
 		return req, errors.New("cost: required, the cost the response stated (0 or more)")
 	case req.RequestID == "":
 		return req, errors.New("requestId: required, so that a retried settlement applies once")
-	case req.Tier != "" && req.Request != nil:
-		return req, errors.New("tier: set tier or request, not both")
 	}
 	return req, nil
 }

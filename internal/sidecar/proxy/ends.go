@@ -2,12 +2,11 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 
 	"github.com/go-logr/logr"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/responsecost"
 )
@@ -69,21 +68,14 @@ func (e ender) unforwarded(ctx context.Context, outs []engine.Outcome) {
 	}
 }
 
-// end settles o at cost under a fresh settlement id and gives back its slot, logging what
+// end settles o at cost under a fresh settlement id (the proxy settles each response once) and gives back its slot, logging what
 // failed (the reservation stands; the slot comes back when it expires).
 func (e ender) end(ctx context.Context, o *engine.Outcome, cost int64, found bool) {
-	if _, err := e.engine.Settle(ctx, FrontName, o, cost, found, settlementID()); err != nil {
+	if _, err := e.engine.Settle(ctx, FrontName, o, cost, found, limiter.NewID()); err != nil {
 		e.log.Error(err, "settlement failed: the reservation stands", "policy", o.Rule.Name(),
 			"reserved", o.Reserved(), "cost", cost)
 	}
 	if _, err := e.engine.Release(ctx, FrontName, o); err != nil {
 		e.log.Error(err, "release failed: the slot comes back when it expires", "policy", o.Rule.Name())
 	}
-}
-
-// settlementID is a random id for one settlement: the proxy settles each response once.
-func settlementID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
-	return hex.EncodeToString(b[:])
 }

@@ -135,14 +135,14 @@ func (s Sidecar) Concurrency(ctx context.Context, l *limiter.Limiter, alg limite
 	if err != nil {
 		return fmt.Errorf("%s: NewPolicy: %w", alg, err)
 	}
-	slot := limiter.NewSlot()
+	slot := limiter.NewID()
 	first := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: slot})
-	second := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewSlot()})
+	second := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewID()})
 	held, err := l.Release(ctx, p, "caller", slot)
 	if err != nil {
 		return fmt.Errorf("%s: release: %w", alg, err)
 	}
-	again := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewSlot()})
+	again := l.Check(ctx, p, limiter.Request{Identity: "caller", Slot: limiter.NewID()})
 	for _, d := range []limiter.Decision{first, second, again} {
 		if d.Source != limiter.SourceRedis {
 			return fmt.Errorf("%s: slot decided by %s: %w", alg, d.Source, d.Err)
