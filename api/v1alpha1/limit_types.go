@@ -140,6 +140,7 @@ type Cost struct {
 // CostSettle says where a response states its request's cost.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.header) || has(self.field)",message="name the response header or the JSON field that states the cost"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || (duration(self.timeout) >= duration('1s') && duration(self.timeout) <= duration('24h'))",message="timeout must be between 1s and 24h",fieldPath=".timeout"
 type CostSettle struct {
 	// header is a response header, or trailer, whose value is the cost: a whole number.
 	// +optional
@@ -158,4 +159,13 @@ type CostSettle struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$`
 	Field string `json:"field,omitempty"`
+
+	// timeout is how long after its admission a request may still settle its cost: each
+	// admission's reservation is recorded in Redis for that long (one small key per request
+	// in flight), and a settlement names it. A response that ends later keeps its
+	// reservation. Make it longer than the longest response the policy admits. Defaults to
+	// 10m.
+	// +optional
+	// +kubebuilder:default="10m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }

@@ -101,37 +101,23 @@ func (l *Limiter) Adjust(ctx context.Context, p *Policy, a Adjustment) (Adjusted
 	if err := a.Validate(); err != nil {
 		return Adjusted{}, err
 	}
-	return l.apply(ctx, p, adjustCall{Adjustment: a, recordTTL: AdjustRecordTTL})
-}
-
-// adjustCall is one call of the adjustment script: an Adjustment (any op, settlements' too),
-// how long its record lives, and for an unreserve how long ago the reservation was taken.
-type adjustCall struct {
-	Adjustment
-	recordTTL time.Duration
-	ago       time.Duration
-}
-
-// apply makes c on p: on every shard of a sharded policy (a reset on each, other ops
-// spread over them as the limit is), else once.
-func (l *Limiter) apply(ctx context.Context, p *Policy, c adjustCall) (Adjusted, error) {
 	if p.shards == nil {
-		return l.adjustOne(ctx, p, c)
+		return l.adjustOne(ctx, p, a)
 	}
-	ids := p.shards.identities(c.Identity)
+	ids := p.shards.identities(a.Identity)
 	out := Adjusted{Replayed: true, Limits: make([]LimitChange, len(p.Limits))}
 	for i, lim := range p.Limits {
 		out.Limits[i] = LimitChange{Name: lim.Name, Limit: p.size(i)}
 	}
 	for i, id := range ids {
-		sc := c
-		sc.Identity = id
-		if c.Op != OpReset {
-			if sc.Amount = shareOf(p.Algorithm, Limit{Requests: c.Amount}, len(ids), i).Requests; sc.Amount == 0 {
+		sa := a
+		sa.Identity = id
+		if a.Op != OpReset {
+			if sa.Amount = shareOf(p.Algorithm, Limit{Requests: a.Amount}, len(ids), i).Requests; sa.Amount == 0 {
 				continue
 			}
 		}
-		part, err := l.adjustOne(ctx, p.shards.parts[i], sc)
+		part, err := l.adjustOne(ctx, p.shards.parts[i], sa)
 		if err != nil {
 			return Adjusted{}, fmt.Errorf("shard %d of %d: %w", i, len(ids), err)
 		}
@@ -146,23 +132,34 @@ func (l *Limiter) apply(ctx context.Context, p *Policy, c adjustCall) (Adjusted,
 	return out, nil
 }
 
-// adjustOne is apply of a policy that is not sharded (or one shard of one).
-func (l *Limiter) adjustOne(ctx context.Context, p *Policy, c adjustCall) (Adjusted, error) {
-	keys := p.Keys(c.Identity, "")
-	keys = append(keys, adjustRecordKey(keys[0], c.RequestID))
+// adjustOne is Adjust of a policy that is not sharded (or one shard of one).
+func (l *Limiter) adjustOne(ctx context.Context, p *Policy, a Adjustment) (Adjusted, error) {
+	keys := p.Keys(a.Identity, "")
+	keys = append(keys, adjustRecordKey(keys[0], a.RequestID))
+	v, err := l.runAdjust(ctx, p, keys, a, AdjustRecordTTL)
+	if err != nil {
+		return Adjusted{}, err
+	}
+	out, _, err := decodeAdjusted(p, v)
+	return out, err
+}
+
+// runAdjust calls p's adjustment script on keys (the state keys, then the record) for a,
+// whose record, once done, lives recordTTL.
+func (l *Limiter) runAdjust(ctx context.Context, p *Policy, keys []string, a Adjustment, recordTTL time.Duration) (any, error) {
 	call := func(at time.Time) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()
-		return evalOne(ctx, l.rdb, p.adjustScript, keys, p.adjustArgs(c, at))
+		return evalOne(ctx, l.rdb, p.adjustScript, keys, p.adjustArgs(a, recordTTL, at))
 	}
 	v, err := l.atServerTime(p, call)
 	if err != nil {
-		if strings.Contains(err.Error(), ErrAdjustReused.Error()) {
-			return Adjusted{}, fmt.Errorf("requestId: %w", ErrAdjustReused)
+		if strings.Contains(err.Error(), "made by another change") {
+			return nil, fmt.Errorf("requestId: %w", ErrAdjustReused)
 		}
-		return Adjusted{}, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err)
+		return nil, fmt.Errorf("policy %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	return decodeAdjusted(p, v)
+	return v, nil
 }
 
 // adjustRecordKey is the key recording an adjustment's request id: the first state key (so
@@ -172,18 +169,17 @@ func adjustRecordKey(first, requestID string) string {
 	return first + ":adjust:" + hex.EncodeToString(sum[:16])
 }
 
-// adjustArgs is ARGV of a change at server time at: amount, the state TTL, the record TTL,
-// the fingerprint, the op, how long ago (µs) the reservation was taken, then the limits as
-// a check's.
-func (p *Policy) adjustArgs(c adjustCall, at time.Time) []any {
-	args := p.buildArgs(c.Amount, "")
+// adjustArgs is ARGV of a at server time at: amount, the state TTL, the record TTL, the
+// fingerprint, the op, then the limits as a check's.
+func (p *Policy) adjustArgs(a Adjustment, recordTTL time.Duration, at time.Time) []any {
+	args := p.buildArgs(max(a.Amount, 1), "")
 	limits := args[3:]
 	if p.calendars != nil {
 		p.calendars.fill(limits[:len(p.limitArg)], at)
 	}
-	out := make([]any, 0, 6+len(limits))
-	out = append(out, strconv.FormatInt(c.Amount, 10), p.ttlMS, strconv.FormatInt(c.recordTTL.Milliseconds(), 10),
-		p.adjustFingerprint(c.Adjustment), string(c.Op), strconv.FormatInt(c.ago.Microseconds(), 10))
+	out := make([]any, 0, 5+len(limits))
+	out = append(out, strconv.FormatInt(a.Amount, 10), p.ttlMS, strconv.FormatInt(recordTTL.Milliseconds(), 10),
+		p.adjustFingerprint(a), string(a.Op))
 	return append(out, limits...)
 }
 
@@ -201,15 +197,15 @@ func (p *Policy) adjustFingerprint(a Adjustment) string {
 }
 
 // decodeAdjusted turns the adjustment script's reply into Adjusted: {replayed, then
-// remaining, applied, reset_after_ms per limit}.
-func decodeAdjusted(p *Policy, v any) (Adjusted, error) {
+// remaining, applied, reset_after_ms per limit, then the cost a settled reservation held}.
+func decodeAdjusted(p *Policy, v any) (Adjusted, int64, error) {
 	r, ok := v.([]any)
-	if !ok || len(r) != 1+3*len(p.Limits) {
-		return Adjusted{}, fmt.Errorf("script %s: unexpected reply %v", p.adjustScript.Name, v)
+	if !ok || len(r) != 2+3*len(p.Limits) {
+		return Adjusted{}, 0, fmt.Errorf("script %s: unexpected reply %v", p.adjustScript.Name, v)
 	}
 	n := make([]int64, len(r))
 	if err := replyInts(p.adjustScript, r, n); err != nil {
-		return Adjusted{}, err
+		return Adjusted{}, 0, err
 	}
 	out := Adjusted{Replayed: n[0] == 1, Limits: make([]LimitChange, len(p.Limits))}
 	for i, lim := range p.Limits {
@@ -217,5 +213,5 @@ func decodeAdjusted(p *Policy, v any) (Adjusted, error) {
 		out.Limits[i] = LimitChange{Name: lim.Name, Limit: p.size(i), Remaining: f[0], Applied: f[1],
 			ResetAfter: time.Duration(f[2]) * time.Millisecond}
 	}
-	return out, nil
+	return out, n[len(n)-1], nil
 }

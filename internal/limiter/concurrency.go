@@ -25,14 +25,15 @@ const (
 )
 
 // Concurrency is a concurrency limit: at most Max requests of one identity in flight at once,
-// each holding a slot in Redis from its admission until it is released, or SlotTTL. The
-// slots are one string value per identity (acquire.lua says why), so a check costs O(h) in
-// the slots held, h <= Max.
+// each holding a slot in Redis from its admission until it is released, or about SlotTTL.
+// The slots of an identity are counted in a ring of buckets by expiry (acquire.lua says
+// why), so a check costs the same whatever the slots held.
 type Concurrency struct {
 	// Max is the most requests in flight at once (1 to MaxConcurrency).
 	Max int64
 	// SlotTTL is how long a slot lives when its request never says it ended (a crashed
-	// sidecar): it comes back by itself then (MinSlotTTL to MaxSlotTTL, whole ms).
+	// sidecar): it comes back by itself then, at most SlotTTL/30 later (the ring's bucket;
+	// MinSlotTTL to MaxSlotTTL, whole ms).
 	SlotTTL time.Duration
 }
 
@@ -73,7 +74,7 @@ func checkConcurrency(c Spec) FieldErrors {
 const SlotIDLength = 32
 
 // NewID is a fresh random id (16 random bytes, hex: SlotIDLength bytes): a request's slot,
-// or a settlement made once.
+// or a reservation to settle.
 func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
@@ -92,14 +93,20 @@ func (p *Policy) slotsKey(identity string) string {
 	return p.state.Expand(&keylayout.Values{Namespace: p.Namespace, Policy: p.Name, Identity: identity, Limit: slotsLimit}) + ":slots"
 }
 
+// slotKeys are the keys of one slot: the identity's slots (the ring), then the slot's own.
+func (p *Policy) slotKeys(identity, slot string) []string {
+	ring := p.slotsKey(identity)
+	return []string{ring, ring + ":" + slot}
+}
+
 // acquire is Check of a policy with a concurrency limit: the rate limits and a slot, in one
 // script call, never from a lease or the deny cache (a slot may come back at any moment).
 // r.Slot names the slot; an admission holds it until Release.
 func (l *Limiter) acquire(ctx context.Context, p *Policy, r Request) Decision {
-	if len(r.Slot) != SlotIDLength {
-		return Decision{Source: SourceFailClosed, Err: fmt.Errorf("slot: a check of a concurrency limit needs a slot id of %d bytes", SlotIDLength)}
+	if !IsID(r.Slot) {
+		return Decision{Source: SourceFailClosed, Err: fmt.Errorf("slot: a check of a concurrency limit needs a slot id of %d hexadecimal digits", SlotIDLength)}
 	}
-	keys := append(p.Keys(r.Identity, ""), p.slotsKey(r.Identity))
+	keys := append(p.Keys(r.Identity, ""), p.slotKeys(r.Identity, r.Slot)...)
 	b := l.breakerFor(ctx, keys[0])
 	if !b.allow() {
 		l.stats.circuitOpen.Add(1)
@@ -124,16 +131,16 @@ func (l *Limiter) acquire(ctx context.Context, p *Policy, r Request) Decision {
 	return d
 }
 
-// acquireArgs is ARGV of an acquire of r at server time at: cost, the state TTL, the slot,
-// the most slots and their TTL, then the rate limits as a check's.
+// acquireArgs is ARGV of an acquire of r at server time at: cost, the state TTL, the most
+// slots and their TTL, then the rate limits as a check's.
 func (p *Policy) acquireArgs(r Request, at time.Time) []any {
 	args := p.buildArgs(max(r.Cost, 1), "")
 	limits := args[3:]
 	if p.calendars != nil {
 		p.calendars.fill(limits[:len(p.limitArg)], at)
 	}
-	out := make([]any, 0, 5+len(limits))
-	out = append(out, args[0], p.ttlMS, r.Slot, strconv.FormatInt(p.Concurrency.Max, 10),
+	out := make([]any, 0, 4+len(limits))
+	out = append(out, args[0], p.ttlMS, strconv.FormatInt(p.Concurrency.Max, 10),
 		strconv.FormatInt(p.Concurrency.SlotTTL.Milliseconds(), 10))
 	return append(out, limits...)
 }
@@ -168,8 +175,8 @@ func (l *Limiter) Release(ctx context.Context, p *Policy, identity, slot string)
 	if p.Concurrency == nil {
 		return false, fmt.Errorf("policy %s/%s has no concurrency limit", p.Namespace, p.Name)
 	}
-	if len(slot) != SlotIDLength {
-		return false, fmt.Errorf("slot: %d bytes, got %d", SlotIDLength, len(slot))
+	if !IsID(slot) {
+		return false, fmt.Errorf("slot: %d hexadecimal digits, got %d bytes", SlotIDLength, len(slot))
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
@@ -177,7 +184,7 @@ func (l *Limiter) Release(ctx context.Context, p *Policy, identity, slot string)
 	if p.Functions {
 		s = s.asFunction()
 	}
-	v, err := evalOne(ctx, l.rdb, s, []string{p.slotsKey(identity)}, []any{slot})
+	v, err := evalOne(ctx, l.rdb, s, p.slotKeys(identity, slot), nil)
 	if err != nil {
 		return false, fmt.Errorf("release a slot of policy %s/%s: %w", p.Namespace, p.Name, err)
 	}

@@ -2,8 +2,10 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -90,26 +92,48 @@ func TestConcurrencyLimitsInFlight(t *testing.T) {
 	})
 }
 
-// slotsHeld is how many slot records identity's slots value holds (expired ones included).
+// slotsHeld is how many slots identity's ring counts (its buckets not ended).
 func slotsHeld(t *testing.T, rdb redis.UniversalClient, p *Policy, identity string) int {
 	t.Helper()
 	v, err := rdb.Get(context.Background(), p.slotsKey(identity)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
-	return len(v) / 40
+	now := float64(time.Now().UnixMicro())
+	held := 0
+	for i := 0; i+16 <= len(v); i += 16 {
+		end := math.Float64frombits(binary.BigEndian.Uint64([]byte(v[i:])))
+		if end > now {
+			held += int(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[i+8:]))))
+		}
+	}
+	return held
 }
 
-// TestSlotsValueOfAnotherShape: a slots value that is not whole records, or holds more
-// than 1000 (written by hand, or by a tenant through its own credentials), counts as no
-// slot held and is overwritten by the next admission: the script never reads more than
-// 1000 records, whatever the value.
+// ringOf is a ring value holding count slots in one bucket ending at end (µs), the rest
+// empty.
+func ringOf(end float64, count float64) string {
+	b := make([]byte, 16*slotRing)
+	binary.BigEndian.PutUint64(b, math.Float64bits(end))
+	binary.BigEndian.PutUint64(b[8:], math.Float64bits(count))
+	return string(b)
+}
+
+// slotRing is the ring's buckets (acquire.lua).
+const slotRing = 32
+
+// TestSlotsValueOfAnotherShape: a slots value that is not a ring, or a ring whose counts are
+// not whole numbers from 1 to 1000 (written by hand, or by a tenant through its own
+// credentials), counts as no slot held and is overwritten by the next admission: the script
+// never reads more than the ring, whatever the value. A ring of ours holding every slot
+// refuses.
 func TestSlotsValueOfAnotherShape(t *testing.T) {
 	_, rdb := standalone(t)
 	l := newLimiter(t, rdb, Options{})
 	p := concurrentPolicy(t, FixedWindow, 2, time.Minute, perHour("hourly", 100))
-	future := strings.Repeat("\x7f", 8) + strings.Repeat("x", SlotIDLength) // expires never
-	for _, v := range []string{"not records", strings.Repeat(future, 1001), strings.Repeat(future, 2) + "x"} {
+	future := float64(time.Now().Add(time.Hour).UnixMicro())
+	for _, v := range []string{"not a ring", ringOf(future, 2) + "x", ringOf(future, 2)[1:], ringOf(future, 5000),
+		ringOf(future, 1.5), ringOf(math.NaN(), 2), ringOf(math.Inf(1), 2), strings.Repeat("x", 1<<20-64)} {
 		if err := rdb.Set(context.Background(), p.slotsKey("erin"), v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -117,14 +141,39 @@ func TestSlotsValueOfAnotherShape(t *testing.T) {
 			t.Fatalf("over a value of %d bytes: %+v, want admitted with 1 slot left", len(v), d)
 		}
 		if n := slotsHeld(t, rdb, p, "erin"); n != 1 {
-			t.Fatalf("after it: %d records, want 1", n)
+			t.Fatalf("after it: %d slots held, want 1", n)
 		}
 	}
-	if err := rdb.Set(context.Background(), p.slotsKey("erin"), strings.Repeat(future, 2), 0).Err(); err != nil {
+	if err := rdb.Set(context.Background(), p.slotsKey("erin"), ringOf(future, 2), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := acquireOne(t, l, p, "erin"); d.Allowed {
-		t.Fatalf("over 2 slots that never expire: %+v, want refused", d)
+		t.Fatalf("over 2 slots held for an hour: %+v, want refused", d)
+	}
+}
+
+// TestReleaseOnlyWhatWasTaken: a slot is given back once, only by its own id and identity:
+// an id never taken, another identity's, or a release repeated frees nothing.
+func TestReleaseOnlyWhatWasTaken(t *testing.T) {
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	p := concurrentPolicy(t, TokenBucket, 2, time.Minute, perHour("hourly", 100))
+	_, slot := acquireOne(t, l, p, "hank")
+	acquireOne(t, l, p, "hank")
+	_, other := acquireOne(t, l, p, "ivy")
+	mustRelease(t, l, p, "hank", NewID(), false)
+	mustRelease(t, l, p, "hank", other, false)
+	mustRelease(t, l, p, "ivy", slot, false)
+	if n := slotsHeld(t, rdb, p, "hank"); n != 2 {
+		t.Fatalf("hank holds %d slots after releases not his, want 2", n)
+	}
+	mustRelease(t, l, p, "hank", slot, true)
+	mustRelease(t, l, p, "hank", slot, false)
+	if n := slotsHeld(t, rdb, p, "hank"); n != 1 {
+		t.Fatalf("hank holds %d slots after his release, repeated, want 1", n)
+	}
+	if _, err := l.Release(context.Background(), p, "hank", strings.ToUpper(NewID())); err == nil {
+		t.Fatal("a release of an id that is not lowercase hexadecimal: accepted")
 	}
 }
 
@@ -138,7 +187,7 @@ func TestSlotsExpire(t *testing.T) {
 	if d, _ := acquireOne(t, l, p, "dave"); d.Allowed {
 		t.Fatalf("a 3rd of 2: %+v", d)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // the slot ttl and the ring's bucket (1 s / 30)
 	if d, _ := acquireOne(t, l, p, "dave"); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after the slot ttl: %+v, want admitted with 1 slot left", d)
 	}

@@ -104,6 +104,11 @@ type Spec struct {
 	Functions bool
 	// Concurrency, when set, also limits the requests of one identity in flight at once.
 	Concurrency *Concurrency
+	// Settle, when not 0, is how long after its admission a request's cost may be settled
+	// from its response: Reserve records each admission's reservation for that long, and
+	// Settle consumes it (MinSettle to MaxSettle, whole ms). A policy spread over shards
+	// cannot settle.
+	Settle time.Duration
 }
 
 // Policy is a Spec checked and prepared for the hot path. Immutable; safe for
@@ -163,6 +168,7 @@ func NewPolicy(c Spec) (*Policy, error) {
 	}
 	errs := checkLimits(c.Algorithm, c.Limits)
 	errs = append(errs, checkConcurrency(c)...)
+	errs = append(errs, checkSettle(c)...)
 	errs = append(errs, checkCalendars(c)...)
 	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
 		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",

@@ -54,6 +54,9 @@ type Script struct {
 	readOnly bool
 	// function is the function flavour of this script; nil on the flavour itself.
 	function *Script
+	// body is Source without the prelude: a function library holds the prelude once, outside
+	// its function, so that FCALL does not make get anew on every call.
+	body string
 }
 
 // FunctionPrefix begins the name of every Redis function library (and function) the
@@ -65,6 +68,12 @@ var scripts, leaseScripts, peekScripts, adjustScripts = mustLoadScripts()
 // acquireScripts are every algorithm's acquire script (a check that takes a concurrency
 // slot; acquire.lua), and releaseScript gives a slot back (release.lua).
 var acquireScripts, releaseScript = mustLoadSlotScripts()
+
+// reserveScript records a reservation for its settlement (reserve.lua).
+var reserveScript = newScript("reserve", "", mustRead("lua/reserve.lua"))
+
+// prelude begins every script: get, the one way a script reads a key (prelude.lua).
+var prelude = mustRead("lua/prelude.lua")
 
 func mustLoadSlotScripts() (map[Algorithm]*Script, *Script) {
 	driver, read := mustRead("lua/acquire.lua"), mustRead("lua/keep_usage.lua")
@@ -119,11 +128,13 @@ func composeAdjust(algorithm, adjust, driver string) string {
 	return strings.Replace(strings.Replace(once, "-- @first", loopBody(algorithm), 1), "-- @adjust", adjust, 1)
 }
 
-func newScript(name string, alg Algorithm, src string) *Script {
+// newScript is the script whose own text is body: prelude.lua, then body.
+func newScript(name string, alg Algorithm, body string) *Script {
+	src := prelude + body
 	sum := sha1.Sum([]byte(src)) //nolint:gosec // Redis script identity.
 	sha := hex.EncodeToString(sum[:])
 	s := &Script{Name: name, Algorithm: alg, Source: src, SHA: sha, Function: FunctionPrefix + sha,
-		cmd: "evalsha", payload: sha, srcArg: src}
+		body: body, cmd: "evalsha", payload: sha, srcArg: src}
 	fn := *s
 	fn.cmd, fn.payload, fn.fcall = "fcall", s.Function, true
 	s.function = &fn
@@ -147,16 +158,16 @@ func (s *Script) asFunction() *Script {
 
 // Library is the source of the Redis function library that holds the script as the one
 // function Function, for FUNCTION LOAD (with the no-writes flag for a script that writes
-// nothing). The body is Source unchanged: KEYS and ARGV, globals
-// to EVAL, are the function's parameters.
+// nothing): the prelude, run once when the library loads, then the function, whose body is
+// the script's own text unchanged: KEYS and ARGV, globals to EVAL, are its parameters.
 func (s *Script) Library() string {
 	if s.readOnly {
-		return "#!lua name=" + s.Function + "\n" +
+		return "#!lua name=" + s.Function + "\n" + prelude +
 			"redis.register_function{function_name='" + s.Function + "', flags={'no-writes'}, callback=function(KEYS, ARGV)\n" +
-			s.Source + "\nend}\n"
+			s.body + "\nend}\n"
 	}
-	return "#!lua name=" + s.Function + "\n" +
-		"redis.register_function('" + s.Function + "', function(KEYS, ARGV)\n" + s.Source + "\nend)\n"
+	return "#!lua name=" + s.Function + "\n" + prelude +
+		"redis.register_function('" + s.Function + "', function(KEYS, ARGV)\n" + s.body + "\nend)\n"
 }
 
 // The keep-usage shape (ARGV ending in 'keep') is taken by the scripts of the algorithms
@@ -264,10 +275,12 @@ func AdjustScripts() []*Script { return sorted(adjustScripts) }
 // slot), sorted by name, and the release script.
 func SlotScripts() []*Script { return append(sorted(acquireScripts), releaseScript) }
 
-// AllScripts is Scripts, LeaseScripts, PeekScripts, AdjustScripts and SlotScripts, for
-// preloading with SCRIPT LOAD or, as a function library each (Library), with FUNCTION LOAD.
+// AllScripts is Scripts, LeaseScripts, PeekScripts, AdjustScripts, SlotScripts and the
+// reserve script, for preloading with SCRIPT LOAD or, as a function library each (Library),
+// with FUNCTION LOAD.
 func AllScripts() []*Script {
-	return append(append(append(append(Scripts(), LeaseScripts()...), PeekScripts()...), AdjustScripts()...), SlotScripts()...)
+	out := append(append(append(append(Scripts(), LeaseScripts()...), PeekScripts()...), AdjustScripts()...), SlotScripts()...)
+	return append(out, reserveScript)
 }
 
 func sorted(m map[Algorithm]*Script) []*Script {

@@ -3,71 +3,90 @@ package limiter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// reserve is one admission of cost n for identity, with when it was asked, for settling.
+// reserve is one admission of cost n for identity, recorded for its settlement when
+// admitted (id).
 type reserve struct {
 	identity string
 	cost     int64
-	at       time.Time
+	id       string
 	ok       bool
 }
 
-// mustReserve checks identity at cost n (the reservation), answered by Redis.
+// settlePolicy is newPolicy whose costs settle from the response (Spec.Settle).
+func settlePolicy(t testing.TB, alg Algorithm, mode FailureMode, limits ...Limit) *Policy {
+	t.Helper()
+	c := newPolicy(t, alg, mode, limits...).Spec
+	c.Settle = DefaultSettle
+	p, err := NewPolicy(c)
+	if err != nil {
+		t.Fatalf("NewPolicy: %v", err)
+	}
+	return p
+}
+
+// mustReserve checks identity at cost n (the reservation), answered by Redis, and records
+// the reservation when admitted, as the engine does.
 func mustReserve(t testing.TB, l *Limiter, p *Policy, identity string, n int64) reserve {
 	t.Helper()
 	at := time.Now()
 	d := mustCheck(t, l, p, Request{Identity: identity, Cost: n})
-	return reserve{identity: identity, cost: n, at: at, ok: d.Allowed}
+	r := reserve{identity: identity, cost: n, ok: d.Allowed}
+	if d.Allowed {
+		id, err := l.Reserve(context.Background(), p, identity, n, time.Since(at))
+		if err != nil {
+			t.Fatalf("reserve %d: %v", n, err)
+		}
+		r.id = id
+	}
+	return r
 }
 
-// mustSettle settles r at cost with a fresh request id.
+// mustSettle settles r at cost.
 func mustSettle(t testing.TB, l *Limiter, p *Policy, r reserve, cost int64) Adjusted {
 	t.Helper()
-	out, err := l.Settle(context.Background(), p, Settlement{Identity: r.identity, Reserved: r.cost, Cost: cost,
-		RequestID: fmt.Sprintf("settle-%d", adjustID.Add(1)), Since: time.Since(r.at)})
+	out, err := l.Settle(context.Background(), p, Settlement{Identity: r.identity, Reservation: r.id, Cost: cost})
 	if err != nil {
 		t.Fatalf("settle %d of %d: %v", cost, r.cost, err)
 	}
-	return out
+	if out.Reserved != r.cost {
+		t.Fatalf("settle %d of %d: the reservation held %d", cost, r.cost, out.Reserved)
+	}
+	return out.Adjusted
 }
 
 // TestSettleExactEffect: for every algorithm, limits of 7 and 30 that cannot refill while
 // the test runs. A reservation of 4 settled at 1 gives 3 back on each limit; one of 2
-// settled at 5 takes 3 more; a settlement at the reserved cost calls nothing; a cost beyond
-// what is left takes the limit past empty (windows count past it, so a later unreserve of
-// less than the excess still admits nothing) or empties the bucket.
+// settled at 5 takes 3 more; a settlement at the reserved cost changes nothing; a cost
+// beyond what is left takes the limit past empty (windows count past it, so a later
+// unreserve of less than the excess still admits nothing) or empties the bucket.
 func TestSettleExactEffect(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
-		p := newPolicy(t, alg, FailClosed, peekLimits()...)
+		p := settlePolicy(t, alg, FailClosed, peekLimits()...)
 		r := mustReserve(t, l, p, "alice", 4)
 		wantChange(t, mustSettle(t, l, p, r, 1), "reserved 4, cost 1", change{6, 3}, change{29, 3})
 		r = mustReserve(t, l, p, "alice", 2)
 		wantChange(t, mustSettle(t, l, p, r, 5), "reserved 2, cost 5", change{1, -3}, change{24, -3})
-		if out := mustSettle(t, l, p, mustReserve(t, l, p, "alice", 1), 1); out.Limits != nil {
-			t.Fatalf("a settlement at its reservation: %+v, want no call", out)
-		}
-		// 0 left on the small limit: a cost of 10 beyond a reservation of 0... of 1 (refused:
-		// nothing left), so reserve on a fresh caller instead.
+		wantChange(t, mustSettle(t, l, p, mustReserve(t, l, p, "alice", 1), 1), "reserved 1, cost 1", change{0, 0}, change{23, 0})
 		r = mustReserve(t, l, p, "bob", 5)
+		third := mustReserve(t, l, p, "bob", 2)
 		out := mustSettle(t, l, p, r, 12)
 		if windows(alg) {
-			wantChange(t, out, "reserved 5, cost 12 (windows: 5 past the limit)", change{0, -2}, change{18, -7})
-			// 5 past the small limit: giving back 3 of another reservation still leaves 2 past.
-			wantChange(t, mustSettle(t, l, p, reserve{identity: "bob", cost: 3, at: time.Now()}, 0), "unreserve 3 past the limit",
-				change{0, 0}, change{21, 3})
-			wantAdmitsOf(t, l, p, "bob", 5, 0, "2 past the small limit")
+			wantChange(t, out, "reserved 5 (and 2), cost 12 (windows: 7 past the limit)", change{0, 0}, change{16, -7})
+			// 7 past the small limit: giving back the other reservation's 2 still leaves 5 past.
+			wantChange(t, mustSettle(t, l, p, third, 0), "unreserve 2 past the limit", change{0, 0}, change{18, 2})
+			wantAdmitsOf(t, l, p, "bob", 5, 0, "5 past the small limit")
 		} else {
-			wantChange(t, out, "reserved 5, cost 12 (buckets: emptied at most)", change{0, -2}, change{18, -7})
-			wantChange(t, mustSettle(t, l, p, reserve{identity: "bob", cost: 3, at: time.Now()}, 0), "unreserve 3 of an empty bucket",
-				change{3, 3}, change{21, 3})
-			wantAdmitsOf(t, l, p, "bob", 5, 3, "3 given back to an emptied bucket")
+			wantChange(t, out, "reserved 5 (and 2), cost 12 (buckets: emptied at most)", change{0, 0}, change{16, -7})
+			wantChange(t, mustSettle(t, l, p, third, 0), "unreserve 2 of an empty bucket", change{2, 2}, change{18, 2})
+			wantAdmitsOf(t, l, p, "bob", 5, 2, "2 given back to an emptied bucket")
 		}
 		wantAdmitsOf(t, l, p, "alice", 5, 0, "alice after her settlements (1 was reserved and settled at 1)")
 	})
@@ -81,18 +100,19 @@ func wantAdmitsOf(t *testing.T, l *Limiter, p *Policy, identity string, n, want 
 	}
 }
 
-// TestSettleIdempotent: a settlement retried under its request id applies once (the retry
-// is replayed, Redis as the first call left it); the same id for another cost is refused;
-// an adjustment under the same id is another record.
-func TestSettleIdempotent(t *testing.T) {
+// TestSettleOnceByItsReservation: a settlement retried at its cost is replayed (Redis as the
+// first call left it); at another cost it is refused; and a reservation the limiter never
+// recorded, one recorded for another caller and one settled before count for nothing:
+// nothing a client states about a reservation changes a counter unless Redis recorded it.
+func TestSettleOnceByItsReservation(t *testing.T) {
 	eachAlgorithm(t, func(t *testing.T, l *Limiter, alg Algorithm) {
 		ctx := context.Background()
-		p := newPolicy(t, alg, FailClosed, peekLimits()...)
+		p := settlePolicy(t, alg, FailClosed, peekLimits()...)
 		r := mustReserve(t, l, p, "carol", 6)
-		s := Settlement{Identity: "carol", Reserved: 6, Cost: 2, RequestID: "call-1", Since: time.Since(r.at)}
+		s := Settlement{Identity: "carol", Reservation: r.id, Cost: 2}
 		first, err := l.Settle(ctx, p, s)
-		if err != nil || first.Replayed || first.Limits[0].Remaining != 5 {
-			t.Fatalf("settle 2 of 6: %+v, %v; want 5 remaining", first, err)
+		if err != nil || first.Replayed || first.Limits[0].Remaining != 5 || first.Reserved != 6 {
+			t.Fatalf("settle 2 of 6: %+v, %v; want 5 remaining, 6 reserved", first, err)
 		}
 		for range 3 {
 			again, err := l.Settle(ctx, p, s)
@@ -100,41 +120,49 @@ func TestSettleIdempotent(t *testing.T) {
 				t.Fatalf("retry: %+v, %v; want the first figures, replayed", again, err)
 			}
 		}
-		s.Cost = 3
+		s.Cost = 0
 		if _, err := l.Settle(ctx, p, s); !errors.Is(err, ErrAdjustReused) {
-			t.Fatalf("the id for another cost: %v, want ErrAdjustReused", err)
+			t.Fatalf("the reservation again at another cost: %v, want ErrAdjustReused", err)
 		}
-		if out := mustAdjustID(t, l, p, Adjustment{Op: OpRefund, Identity: "carol", Amount: 1, RequestID: "call-1"}); out.Replayed {
-			t.Fatalf("a refund under a settlement's id: %+v, want applied, not a replay", out)
+		other := mustReserve(t, l, p, "dan", 1)
+		for _, bad := range []Settlement{
+			{Identity: "carol", Reservation: NewID(), Cost: 0},        // never recorded
+			{Identity: "carol", Reservation: other.id, Cost: 0},       // dan's
+			{Identity: "mallory", Reservation: r.id, Cost: 0},         // carol's, named by another
+			{Identity: "carol", Reservation: "0" + r.id[1:], Cost: 0}, // a neighbour of carol's
+		} {
+			if _, err := l.Settle(ctx, p, bad); !errors.Is(err, ErrNoReservation) {
+				t.Fatalf("%+v: %v, want ErrNoReservation", bad, err)
+			}
 		}
-		wantAdmitsOf(t, l, p, "carol", 8, 6, "after a settlement retried and a refund of 1")
+		wantAdmitsOf(t, l, p, "carol", 8, 5, "after one settlement of 6 at 2, retried and refused")
+		wantAdmitsOf(t, l, p, "dan", 8, 6, "dan, whose reservation of 1 stands")
 	})
 }
 
-// mustAdjustID adjusts as a says, request id included.
-func mustAdjustID(t *testing.T, l *Limiter, p *Policy, a Adjustment) Adjusted {
-	t.Helper()
-	out, err := l.Adjust(context.Background(), p, a)
-	if err != nil {
-		t.Fatalf("%+v: %v", a, err)
-	}
-	return out
-}
-
-// TestSettleRefusesBadShapes: each field out of range is refused naming it, before Redis.
+// TestSettleRefusesBadShapes: each field out of range is refused naming it, before Redis;
+// and a policy that settles nothing records and settles nothing.
 func TestSettleRefusesBadShapes(t *testing.T) {
 	for _, s := range []Settlement{
-		{Reserved: 0, Cost: 1, RequestID: "x"},
-		{Reserved: MaxAdjustAmount + 1, Cost: 1, RequestID: "x"},
-		{Reserved: 1, Cost: -1, RequestID: "x"},
-		{Reserved: 1, Cost: MaxAdjustAmount + 1, RequestID: "x"},
-		{Reserved: 1, Cost: 2},
-		{Reserved: 1, Cost: 2, RequestID: string(make([]byte, 257))},
-		{Reserved: 1, Cost: 2, RequestID: "x", Since: -time.Second},
+		{Cost: -1, Reservation: NewID()},
+		{Cost: MaxAdjustAmount + 1, Reservation: NewID()},
+		{Cost: 1},
+		{Cost: 1, Reservation: "x"},
+		{Cost: 1, Reservation: strings.ToUpper(NewID())},
+		{Cost: 1, Reservation: NewID() + "0"},
 	} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%+v: accepted", s)
 		}
+	}
+	_, rdb := standalone(t)
+	l := newLimiter(t, rdb, Options{})
+	p := newPolicy(t, FixedWindow, FailClosed, peekLimits()...)
+	if _, err := l.Reserve(context.Background(), p, "x", 1, 0); err == nil {
+		t.Error("a reservation on a policy that settles nothing: accepted")
+	}
+	if _, err := l.Settle(context.Background(), p, Settlement{Identity: "x", Reservation: NewID()}); err == nil {
+		t.Error("a settlement on a policy that settles nothing: accepted")
 	}
 }
 
@@ -147,7 +175,7 @@ func TestUnreserveOnlyInItsWindow(t *testing.T) {
 	l := newLimiter(t, rdb, Options{})
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
-			p := newPolicy(t, alg, FailClosed, Limit{Name: "s", Requests: 3, Period: time.Second})
+			p := settlePolicy(t, alg, FailClosed, Limit{Name: "s", Requests: 3, Period: time.Second})
 			waitWindowStart(t, rdb, time.Second)
 			r := mustReserve(t, l, p, "dave", 3)
 			waitWindowStart(t, rdb, time.Second) // the next window
@@ -183,7 +211,7 @@ type budgetRun struct {
 // at a cost drawn from costs (seeded per worker).
 func budgetUnder(t *testing.T, l *Limiter, alg Algorithm, reserveCost int64, costs func(*rand.Rand) int64) budgetRun {
 	const budget, workers, perWorker = 1000, 64, 8
-	p := newPolicy(t, alg, FailClosed, Limit{Name: "budget", Requests: budget, Period: 1000 * time.Hour})
+	p := settlePolicy(t, alg, FailClosed, Limit{Name: "budget", Requests: budget, Period: 1000 * time.Hour})
 	type done struct {
 		admitStart, settleEnd time.Time
 		over                  int64
@@ -198,6 +226,7 @@ func budgetUnder(t *testing.T, l *Limiter, alg Algorithm, reserveCost int64, cos
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for range perWorker {
+				admitStart := time.Now()
 				r := mustReserve(t, l, p, "team", reserveCost)
 				cost := costs(rng)
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
@@ -207,7 +236,7 @@ func budgetUnder(t *testing.T, l *Limiter, alg Algorithm, reserveCost int64, cos
 				sum.Add(cost)
 				mustSettle(t, l, p, r, cost)
 				mu.Lock()
-				all = append(all, done{admitStart: r.at, settleEnd: time.Now(), over: max(0, cost-reserveCost)})
+				all = append(all, done{admitStart: admitStart, settleEnd: time.Now(), over: max(0, cost-reserveCost)})
 				mu.Unlock()
 			}
 		}()

@@ -94,21 +94,19 @@ func peekShapes(tag string) []hostileShape {
 func acquireShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
-	head := func(cost, slot, most, life string) []any { return []any{cost, "60000", slot, most, life} }
-	slot := strings.Repeat("s", SlotIDLength)
-	ok := func() []any { return head("1", slot, "5", "60000") }
+	head := func(cost, most, life string) []any { return []any{cost, "60000", most, life} }
+	ok := func() []any { return head("1", "5", "60000") }
 	return []hostileShape{
-		{"nine limits", keys(10), append(ok(), limits(9)...)},
-		{"a hundred thousand limits", keys(100001), append(ok(), limits(100000)...)},
+		{"nine limits", keys(11), append(ok(), limits(9)...)},
+		{"a hundred thousand limits", keys(100002), append(ok(), limits(100000)...)},
+		{"no slot key", keys(2), append(ok(), limits(1)...)},
 		{"no slots key", keys(1), append(ok(), limits(1)...)},
-		{"no limit", keys(1), ok()},
-		{"a cost of 0", keys(2), append(head("0", slot, "5", "60000"), limits(1)...)},
-		{"an empty slot id", keys(2), append(head("1", "", "5", "60000"), limits(1)...)},
-		{"a slot id of 33 bytes", keys(2), append(head("1", slot+"s", "5", "60000"), limits(1)...)},
-		{"no slot at all", keys(2), append(head("1", slot, "0", "60000"), limits(1)...)},
-		{"1001 slots", keys(2), append(head("1", slot, "1001", "60000"), limits(1)...)},
-		{"a slot ttl under 1 s", keys(2), append(head("1", slot, "5", "999"), limits(1)...)},
-		{"a slot ttl over a day", keys(2), append(head("1", slot, "5", "86400001"), limits(1)...)},
+		{"no limit", keys(2), ok()},
+		{"a cost of 0", keys(3), append(head("0", "5", "60000"), limits(1)...)},
+		{"no slot at all", keys(3), append(head("1", "0", "60000"), limits(1)...)},
+		{"1001 slots", keys(3), append(head("1", "1001", "60000"), limits(1)...)},
+		{"a slot ttl under 1 s", keys(3), append(head("1", "5", "999"), limits(1)...)},
+		{"a slot ttl over a day", keys(3), append(head("1", "5", "86400001"), limits(1)...)},
 	}
 }
 
@@ -116,12 +114,27 @@ func acquireShapes(tag string) []hostileShape {
 func releaseShapes(tag string) []hostileShape {
 	keys := func(n int) []string { return shapeKeys(tag, n) }
 	return []hostileShape{
-		{"no key", nil, []any{strings.Repeat("s", SlotIDLength)}},
-		{"two keys", keys(2), []any{strings.Repeat("s", SlotIDLength)}},
-		{"no slot id", keys(1), nil},
-		{"two slot ids", keys(1), []any{strings.Repeat("s", SlotIDLength), strings.Repeat("t", SlotIDLength)}},
-		{"an empty slot id", keys(1), []any{""}},
-		{"a slot id of 1 MiB", keys(1), []any{strings.Repeat("s", 1<<20)}},
+		{"no key", nil, nil},
+		{"one key", keys(1), nil},
+		{"three keys", keys(3), nil},
+		{"a slot id argument", keys(2), []any{strings.Repeat("s", SlotIDLength)}},
+		{"an argument of 1 MiB", keys(2), []any{strings.Repeat("s", 1<<20)}},
+	}
+}
+
+// reserveShapes are calls of the reserve script with shapes it was not written for.
+func reserveShapes(tag string) []hostileShape {
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	return []hostileShape{
+		{"no key", nil, []any{"1", "0", "60000"}},
+		{"two keys", keys(2), []any{"1", "0", "60000"}},
+		{"no life", keys(1), []any{"1", "0"}},
+		{"a cost of 0", keys(1), []any{"0", "0", "60000"}},
+		{"a cost beyond 2^40", keys(1), []any{"1099511627777", "0", "60000"}},
+		{"a fractional cost", keys(1), []any{"1.5", "0", "60000"}},
+		{"a negative since", keys(1), []any{"1", "-1", "60000"}},
+		{"a life under 1 s", keys(1), []any{"1", "0", "999"}},
+		{"a life over a day", keys(1), []any{"1", "0", "86400001"}},
 	}
 }
 
@@ -130,30 +143,29 @@ func adjustShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
 	fp := strings.Repeat("f", 16)
-	head := func(amount, op string) []any { return []any{amount, "60000", "60000", fp, op, "0"} }
+	head := func(amount, op string) []any { return []any{amount, "60000", "60000", fp, op} }
 	return []hostileShape{
 		{"nine limits", keys(10), append(head("1", "grant"), limits(9)...)},
 		{"a hundred thousand limits", keys(100001), append(head("1", "grant"), limits(100000)...)},
 		{"no record key", keys(1), append(head("1", "grant"), limits(1)...)},
 		{"no limit", keys(1), head("1", "grant")},
 		{"an unknown op", keys(2), append(head("1", "give"), limits(1)...)},
+		{"a charge, which only a settlement makes", keys(2), append(head("1", "charge"), limits(1)...)},
+		{"an unreserve, which only a settlement makes", keys(2), append(head("1", "unreserve"), limits(1)...)},
 		{"a grant of 0", keys(2), append(head("0", "grant"), limits(1)...)},
 		{"a negative refund", keys(2), append(head("-5", "refund"), limits(1)...)},
 		{"a fractional grant", keys(2), append(head("1.5", "grant"), limits(1)...)},
 		{"a grant beyond 2^40", keys(2), append(head("1099511627777", "grant"), limits(1)...)},
 		{"a reset with an amount", keys(2), append(head("3", "reset"), limits(1)...)},
-		{"a short fingerprint", keys(2), append([]any{"1", "60000", "60000", "f", "grant", "0"}, limits(1)...)},
-		{"a record ttl of 0", keys(2), append([]any{"1", "60000", "0", fp, "grant", "0"}, limits(1)...)},
-		{"a charge of 0", keys(2), append(head("0", "charge"), limits(1)...)},
-		{"an unreserve beyond 2^40", keys(2), append(head("1099511627777", "unreserve"), limits(1)...)},
-		{"a negative ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve", "-1"}, limits(1)...)},
-		{"a fractional ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve", "0.5"}, limits(1)...)},
-		{"no ago", keys(2), append([]any{"1", "60000", "60000", fp, "unreserve"}, limits(1)...)},
+		{"a short fingerprint", keys(2), append([]any{"1", "60000", "60000", "f", "grant"}, limits(1)...)},
+		{"a record ttl of 0", keys(2), append([]any{"1", "60000", "0", fp, "grant"}, limits(1)...)},
+		{"a negative settlement", keys(2), append(head("-1", "settle"), limits(1)...)},
+		{"a settlement beyond 2^40", keys(2), append(head("1099511627777", "settle"), limits(1)...)},
 	}
 }
 
-// TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (the four check scripts
-// and the four lease scripts) calls of hostile shapes and requires each refused with the
+// TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (AllScripts: checks,
+// leases, peeks, adjustments, acquires, release, reserve) calls of hostile shapes and requires each refused with the
 // scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
 // limits were checked and debited, a hundred thousand looped, mismatched counts read and
 // wrote past KEYS.
@@ -182,6 +194,9 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		}
 		if s.Name == "release" {
 			shapes = releaseShapes("{shape:" + s.Name + "}")
+		}
+		if s.Name == "reserve" {
+			shapes = reserveShapes("{shape:" + s.Name + "}")
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

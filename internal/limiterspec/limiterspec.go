@@ -34,6 +34,12 @@ func Of(namespace string, e snapshot.Entry) limiter.Spec {
 	if cc := e.Concurrency; cc != nil {
 		c.Concurrency = &limiter.Concurrency{Max: cc.Max, SlotTTL: ms(cc.SlotTTLMs)}
 	}
+	if st := e.Cost.Settle; st != nil {
+		c.Settle = limiter.DefaultSettle
+		if st.TimeoutMs != 0 {
+			c.Settle = ms(st.TimeoutMs)
+		}
+	}
 	if lc := e.LocalCap; lc != nil {
 		c.LocalCap = &limiter.LocalCapConfig{Requests: lc.Requests, Period: ms(lc.PeriodMs), MaxIdentities: int(lc.MaxIdentities)}
 	}

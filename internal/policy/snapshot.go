@@ -48,7 +48,11 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 			out.Cost.Max = *c.Max
 		}
 		if c.Settle != nil {
-			out.Cost.Settle = &snapshot.CostSettle{Header: c.Settle.Header, Field: c.Settle.Field}
+			out.Cost.Settle = &snapshot.CostSettle{Header: c.Settle.Header, Field: c.Settle.Field,
+				TimeoutMs: limiter.DefaultSettle.Milliseconds()}
+			if c.Settle.Timeout != nil {
+				out.Cost.Settle.TimeoutMs = c.Settle.Timeout.Milliseconds()
+			}
 		}
 	}
 	if id := s.Idempotency; id != nil {

@@ -46,12 +46,12 @@ type User struct {
 // tenantCommands are what a sidecar with a per-namespace user sends, and what the limiter's
 // functions call from Lua (Redis checks commands a function runs against the caller's ACL
 // too): PING (the circuit breaker's probe), FCALL (every check and lease: the functions the
-// manager loaded), FCALL_RO (peeks: the no-writes functions), MGET and SET (the functions'
+// manager loaded), FCALL_RO (peeks: the no-writes functions), GETRANGE and SET (the functions.
 // reads and writes), TIME (their clock), ROLE
 // and WAIT (a lease call learns its primary's replicas and waits until they hold the lease
 // before spending it). No EVAL, EVALSHA, SCRIPT or FUNCTION LOAD: such a user runs no code
 // of its choosing, only the functions the manager loaded.
-var tenantCommands = []string{"ping", "fcall", "fcall_ro", "mget", "set", "time", "role", "wait"}
+var tenantCommands = []string{"ping", "fcall", "fcall_ro", "getrange", "set", "time", "role", "wait"}
 
 // clusterCommands are what go-redis's Cluster client needs besides: CLUSTER SLOTS for the slot
 // map, COMMAND to route commands by key.

@@ -134,6 +134,9 @@ type CostSettle struct {
 	Header string `json:"header,omitempty"`
 	// Field is a dot path to the cost in the JSON body (or an event-stream event's data).
 	Field string `json:"field,omitempty"`
+	// TimeoutMs is how long after its admission a request may settle (each reservation's
+	// record lives that long); 0: limiter.DefaultSettle.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // Idempotency says where request ids come from.

@@ -4,51 +4,61 @@
 -- debited nothing. The Go side composes one script per algorithm: this driver with the
 -- algorithm's loop body (after its @body marker line) inlined at the @check marker.
 --
--- The slots of one identity are one string value: a record of 40 bytes per slot held, its
--- expiry (struct '>d', Redis-clock µs) then its 32-byte id. A slot is given back by
--- release.lua when its request ends, or expires by itself (a crashed sidecar's slots come
--- back within the slot ttl). A string read with MGET and written with SET, not a sorted
--- set: a namespace's Redis user needs no command beyond the check's, so it cannot build a
--- structure whose deletion would stall the server for every tenant.
+-- The slots of one identity are counted, not listed, so that a call costs the same whatever
+-- the number held: a ring of RING buckets by expiry, one string value of struct '>dd' per
+-- bucket (the bucket's end, Redis-clock µs; the slots counted in it). A slot taken now with
+-- a slot ttl of L is counted in the bucket ending at now + L rounded up to L / (RING - 2),
+-- and held until that bucket ends: at most L / (RING - 2) past its ttl, never less. A slot
+-- also has a key of its own, holding the end of its bucket, so that only a slot taken can
+-- be given back (release.lua), once. A crashed sidecar's slots come back when their bucket
+-- ends. Strings read with GETRANGE and written with SET, not a sorted set: a namespace's
+-- Redis user needs no command beyond the check's, so it cannot build a structure whose
+-- deletion would stall the server for every tenant.
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag.
--- KEYS[n+1]    the identity's slots (same tag). A value that is not whole records, or holds
---              more than 1000, counts as no slot held and is overwritten.
+-- KEYS[n+1]    the identity's slots: the ring (same tag). A value of another shape counts
+--              as no slot held and is overwritten; so is a bucket whose count is not a
+--              whole number from 1 to 1000.
+-- KEYS[n+2]    the slot's key (same tag, named after the slot's id): written on admission.
 -- ARGV[1]      cost: what the request takes from every rate limit (a whole number >= 1).
 -- ARGV[2]      ttl: PX in ms of the state keys written (a calendar window may raise it).
--- ARGV[3]      the slot id: 32 bytes, unique to the request.
--- ARGV[4]      the most slots held at once (a whole number, 1 to 1000).
--- ARGV[5]      the slot ttl in ms (1000 to 86400000): a slot not given back by then expires.
--- ARGV[2i+4], ARGV[2i+5]  rate limit i: as the algorithm's check script takes it.
+-- ARGV[3]      the most slots held at once (a whole number, 1 to 1000).
+-- ARGV[4]      the slot ttl in ms (1000 to 86400000): a slot not given back by then expires.
+-- ARGV[2i+3], ARGV[2i+4]  rate limit i: as the algorithm's check script takes it.
 -- ARGV[last]   "keep", where the algorithm takes it: values are written at this T.
 -- Reply        {code, retry_after_ms, reset_after_ms} as the check script's general path:
 --              code = allowed + 4*index + 64*remaining, index n+1 naming the concurrency
 --              limit (remaining: the slots left after this one; reset: the slot ttl). A
 --              denial for want of a slot waits 1000 ms: a slot may come back at any moment.
 --              {-1, now_us}: the server clock is outside a calendar window given.
--- Cost         O(n + h): n <= 8 rate limits (TIME, one MGET, n SETs) and h <= 1000 slots
---              held, each read once (the expired dropped), one SET of the slots; no key
---              names built here.
+-- Cost         O(n) in the number of rate limits (n <= 8), whatever the slots held: TIME,
+--              one GETRANGE per state key and of the ring (512 bytes), the RING buckets
+--              read once, n + 2 SETs; no key names built here.
 -- Refused      any other shape (no rate limit or more than 8, KEYS and ARGV counts that do
---              not agree, a cost, slot id, most or slot ttl out of range, "keep" for an
---              algorithm that does not keep usage): an ERR reply before any read.
+--              not agree, a cost, most or slot ttl out of range, "keep" for an algorithm
+--              that does not keep usage): an ERR reply before any read.
 
 -- keeps: composed true by the Go side for the algorithms whose bodies read state through
 -- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
 local keeps = false
 local keep = ARGV[#ARGV] == 'keep'
-local n = (#ARGV - 5 - (keep and 1 or 0)) / 2
-local cost, slot, most, life = tonumber(ARGV[1]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 1 or (keep and not keeps) or
-    not (cost and cost >= 1 and cost % 1 == 0 and cost < 9007199254740992) or #slot ~= 32 or
+local n = (#ARGV - 4 - (keep and 1 or 0)) / 2
+local cost, most, life = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 2 or (keep and not keeps) or
+    not (cost and cost >= 1 and cost % 1 == 0 and cost < 9007199254740992) or
     not (most and most >= 1 and most <= 1000 and most % 1 == 0) or
     not (life and life >= 1000 and life <= 86400000 and life % 1 == 0) then
   return redis.error_reply('ERR ratelimit: refused an acquire of ' .. #KEYS .. ' keys and ' .. #ARGV ..
-    ' arguments: this script takes 1 to 8 rate limits, one state key each, a slots key, a whole cost >= 1,' ..
-    ' a slot id of 32 bytes, 1 to 1000 slots and a slot ttl of 1000 to 86400000 ms')
+    ' arguments: this script takes 1 to 8 rate limits, one state key each, a slots key and a slot key,' ..
+    ' a whole cost >= 1, 1 to 1000 slots and a slot ttl of 1000 to 86400000 ms')
 end
 
-local vals = redis.call('MGET', unpack(KEYS))
+-- get (prelude.lua) reads each key, at most STATE or SLOTS bytes.
+local vals = {}
+for k = 1, n do
+  vals[k] = get(KEYS[k], STATE)
+end
+vals[n + 1] = get(KEYS[n + 1], SLOTS)
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local allowed, idx, worst = true, 0, 0
@@ -58,7 +68,7 @@ local rem, rst = -1, 0
 -- moves: keep-usage values read at another T and rescaled, written even when denied.
 local moves
 for i = 1, n do
-  local a, b = ARGV[4 + 2 * i] + 0, tonumber(ARGV[5 + 2 * i]) or ARGV[5 + 2 * i]
+  local a, b = ARGV[3 + 2 * i] + 0, tonumber(ARGV[4 + 2 * i]) or ARGV[4 + 2 * i]
   local ok, r, retry, reset
   do
     -- @check
@@ -73,24 +83,59 @@ for i = 1, n do
   end
 end
 
--- The rates admit: the request needs a slot as well. The slots still held are kept, the
--- expired ones (their request never said it ended) dropped.
+-- The rates admit: the request needs a slot as well. Every bucket of the ring is read once:
+-- the slots held are the counts of those not ended; the new slot goes in the bucket ending
+-- where it ends, else in one ended or empty, else (the slot ttl changed: more bucket ends
+-- than buckets) in the latest one, whose end then becomes the later of the two (its slots
+-- held longer, never less).
 if allowed then
-  local held, v = {}, vals[n + 1]
-  if v and #v % 40 == 0 and #v <= 40000 then
-    for at = 1, #v, 40 do
-      if struct.unpack('>d', v, at) > now then
-        held[#held + 1] = string.sub(v, at, at + 39)
+  local v = vals[n + 1]
+  if v and #v ~= 16 * RING then
+    v = false
+  end
+  local step = math.ceil(life * 1000 / (RING - 2))
+  local ends = now + life * 1000
+  ends = ends + (-ends) % step
+  local E, C = {}, {}
+  local held, exact, free, latest = 0, nil, nil, 1
+  for k = 1, RING do
+    local e, c = 0, 0
+    if v then
+      e, c = struct.unpack('>dd', v, 16 * k - 15)
+      if not (e > now and e < 9007199254740992 and c >= 1 and c <= 1000 and c % 1 == 0) then
+        e, c = 0, 0
       end
     end
+    E[k], C[k] = e, c
+    held = held + c
+    if c > 0 and e == ends then
+      exact = k
+    elseif c == 0 then
+      free = free or k
+    elseif e > E[latest] then
+      latest = k
+    end
   end
-  if #held >= most then
+  if held >= most then
     allowed, idx, worst, rem, rst = false, n + 1, 1000000, 0, life * 1000
   else
-    held[#held + 1] = struct.pack('>d', now + life * 1000) .. slot
-    redis.call('SET', KEYS[n + 1], table.concat(held), 'PX', life)
-    if most - #held < rem then
-      idx, rem, rst = n + 1, most - #held, life * 1000
+    local k = exact or free or latest
+    if ends > E[k] then
+      E[k] = ends
+    end
+    C[k] = C[k] + 1
+    local ring, last = {}, 0
+    for j = 1, RING do
+      ring[j] = struct.pack('>dd', E[j], C[j])
+      if E[j] > last then
+        last = E[j]
+      end
+    end
+    redis.call('SET', KEYS[n + 1], table.concat(ring), 'PX', math.ceil((last - now) / 1000) + 1)
+    redis.call('SET', KEYS[n + 2], struct.pack('>d', E[k]), 'PX', math.ceil((E[k] - now) / 1000) + 1)
+    held = held + 1
+    if most - held < rem then
+      idx, rem, rst = n + 1, most - held, life * 1000
     end
   end
 end

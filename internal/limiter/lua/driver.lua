@@ -21,10 +21,9 @@ if (#ARGV == 5 or keeps and #ARGV == 6 and ARGV[6] == 'keep') and ARGV[3] == '0'
   local keep = #ARGV == 6
   local t = redis.call('TIME')
   local now = t[1] * 1000000 + t[2]
-  -- MGET, not GET: it reads a key of another type as nil (fresh) instead of failing, and
-  -- GET is not in the ACL the operator documents. Never pcall a read: it would turn a
-  -- refusal (NOPERM, ...) into fresh state and admit.
-  local v = redis.call('MGET', KEYS[1])[1]
+  -- get (prelude.lua): at most STATE bytes, false for a key of another type or a value
+  -- longer than any state of ours (fresh state, overwritten by the next admission).
+  local v = get(KEYS[1], STATE)
   local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
   local a, b = ARGV[4] + 0, tonumber(ARGV[5]) or ARGV[5]
   -- The body decides: new is the state to write when it admits (nil denies), r what remains,
@@ -69,21 +68,33 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= nstate + (idem and 1 or 0) or (idem 
     ' arguments: this script takes 1 to 8 limits, one state key each' .. (keeps and '' or ', and no keep-usage'))
 end
 
--- One MGET reads every state key and, when present, the idempotency key (KEYS holds exactly
--- those). MGET also reads a key of another type as nil instead of failing.
-local vals = redis.call('MGET', unpack(KEYS))
+-- Every state key and, when present, the idempotency key (KEYS holds exactly those, at most
+-- 9 after the check above), each read with get (prelude.lua): at most STATE and REPLAY
+-- bytes, false for a key of another type or a value longer than any of ours.
+local vals = {}
+for k = 1, nstate do
+  vals[k] = get(KEYS[k], STATE)
+end
+if idem then
+  vals[nstate + 1] = get(KEYS[nstate + 1], REPLAY)
+end
 
 -- A request id seen before with the same request (fingerprint) gets its first, admitting
 -- decision back and debits nothing, at most ARGV[5] times; the record is
 -- struct '<ddd' (code, reset_after_ms, replays so far) followed by the fingerprint. Another
 -- request under the id, or one replay too many, is checked as a new request below, and the
--- record stays as it is (SET NX).
+-- record stays as it is (SET NX). A record of another shape is none: its figures must be
+-- whole numbers below 2^53, the code an admission's (allowed, not replayed, a limit index
+-- from 1 to n), so that no value a tenant writes comes back as a reply no check gives.
 local fp = ARGV[4]
 if idem then
   local seen = vals[nstate + 1]
   if seen and #seen == 24 + #fp and string.sub(seen, 25) == fp then
     local code, rst, replays = struct.unpack('<ddd', seen)
-    if replays < tonumber(ARGV[5]) then
+    local index = (code - code % 4) / 4 % 16
+    if code % 4 == 1 and code >= 5 and code < 9007199254740992 and index >= 1 and index <= nstate and
+        rst >= 0 and rst < 9007199254740992 and rst % 1 == 0 and
+        replays >= 0 and replays % 1 == 0 and replays < tonumber(ARGV[5]) then
       redis.call('SET', KEYS[nstate + 1], struct.pack('<ddd', code, rst, replays + 1) .. fp, 'KEEPTTL')
       return {code + 2, 0, rst}
     end

@@ -35,8 +35,9 @@
 --              {-1, now_us}: the server clock (now_us) is outside a calendar window given;
 --              nothing was read or written, and the caller may ask again with the windows
 --              that hold now_us.
--- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
---              limit without an idempotency key: TIME, one MGET of one key, one SET.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (at most
+--              STATE or REPLAY bytes, prelude.lua), n SETs; O(1) for one limit without an
+--              idempotency key: TIME, one GETRANGE, one SET.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, a fingerprint that is not 16 bytes, a calendar window that is not
 --              "start:end"): an ERR reply before any write, so the bound above holds

@@ -35,9 +35,9 @@
 --              '>dd' values it read at another T whose debt fit this limit's burst,
 --              rescaled to this T (no debit); a value whose debt had to be capped at the
 --              burst stays as it is, keeping the whole debt at the T it records.
--- Cost         O(n) in the number of limits (n <= 8): one MGET, TIME, n SETs; O(1) for one
---              limit without an idempotency key (with or without keep-usage): TIME, one MGET
---              of one key, one SET.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (at most
+--              STATE or REPLAY bytes, prelude.lua), n SETs; O(1) for one limit without an
+--              idempotency key (with or without keep-usage): TIME, one GETRANGE, one SET.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
 --              write, so the bound above holds whatever a caller sends.

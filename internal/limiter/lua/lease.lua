@@ -43,7 +43,8 @@
 --              full-at / TAT moves back by their span, never before now; in a '>dd' value
 --              by their number of cells at the T the value records (a tier change since the
 --              lease rescaled the debt), and the value keeps its format.
--- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, at most 2n + 2 SETs;
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (at most
+--              STATE or LEASE bytes, prelude.lua), at most 2n + 2 SETs;
 --              no loops over data, no key names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, an unknown kind, a share below 1, "keep" for an algorithm that does
@@ -71,23 +72,33 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- px: the state keys' PX, ARGV[2] unless a calendar window raises it (the body does).
 local px = ARGV[2]
--- MGET reads a key of another type as nil (fresh state, no record) instead of failing.
-local vals = redis.call('MGET', unpack(KEYS))
+-- get (prelude.lua) reads each key, at most STATE or LEASE bytes: false (fresh state, no
+-- record) for a key of another type or a value longer than any of ours.
+local vals = {}
+for k = 1, n do
+  vals[k] = get(KEYS[k], STATE)
+end
+for k = n + 1, #KEYS do
+  vals[k] = get(KEYS[k], LEASE)
+end
 
 -- Return the previous lease's unspent units.
 local returned = 0
 local rec = vals[n + 2]
-if ARGV[4] ~= '-1' and rec and #rec == 8 + 24 * n then
+-- A record of another size, or leasing other than a whole number of units from 1 to 2^40,
+-- is none: nothing is returned, and it stays as it is.
+local leased = rec and #rec == 8 + 24 * n and struct.unpack('<d', rec)
+if ARGV[4] ~= '-1' and leased and leased >= 1 and leased <= 1099511627776 and leased % 1 == 0 then
   redis.call('SET', KEYS[n + 2], '', 'PX', 1)
-  local leased = struct.unpack('<d', rec)
   local next = math.min(math.max(tonumber(ARGV[4]) or leased, 0), leased)
   for i = 1, n do
     local mark, ra, rb = struct.unpack('<ddd', rec, 9 + 24 * (i - 1))
     -- A calendar window ('start:end') is recorded as b = -1: its mark is its end.
     local a, b = ARGV[5 + 2 * i] + 0, tonumber(ARGV[6 + 2 * i]) or -1
     local v = vals[i]
-    -- The limit must be the one the lease was taken under (an edit changes a or b).
-    if ra == a and rb == b and v then
+    -- The limit must be the one the lease was taken under (an edit changes a or b), and
+    -- the mark a whole number of µs or windows below 2^53 (a record of ours).
+    if ra == a and rb == b and v and mark >= 0 and mark < 9007199254740992 and mark % 1 == 0 then
       local m = leased - next
       if kind == 'f' and #v == 16 then
         local w, c = struct.unpack('<dd', v)

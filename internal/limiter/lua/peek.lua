@@ -7,7 +7,7 @@
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag (no
 --              idempotency key: a peek records nothing).
--- KEYS[n+1]    optional: the identity's concurrency slots (acquire.lua's value), for a
+-- KEYS[n+1]    optional: the identity's concurrency slots (acquire.lua's ring), for a
 --              policy with a concurrency limit: the reply then ends with the slots held.
 -- ARGV         exactly a check's ARGV without an idempotency key (see the algorithm file):
 --              ARGV[1] the cost to decide (a whole number >= 0; 0 decides nothing and only
@@ -24,9 +24,9 @@
 --              With the slots key, one more element: the slots held now (not expired).
 --              {-1, now_us}: the server clock is outside a calendar window given, as the
 --              check script answers it.
--- Cost         O(n + h) in the number of limits (n <= 8) and, with the slots key, the slots
---              held (h <= 1000, each record read once): TIME, one MGET, each body run
---              twice; no writes, no key names built here.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (the slots'
+--              ring: its RING buckets read once), each body run twice; no writes, no key
+--              names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, an idempotency ttl, a cost that is not a whole number >= 0, "keep"
 --              for an algorithm that does not keep usage): an ERR reply before any read.
@@ -51,7 +51,14 @@ local px = ARGV[2]
 -- moves: what a denying check would rewrite (keep-usage values read at another T); a peek
 -- rewrites nothing.
 local moves
-local vals = redis.call('MGET', unpack(KEYS))
+-- get (prelude.lua) reads each key, at most STATE or SLOTS bytes.
+local vals = {}
+for k = 1, n do
+  vals[k] = get(KEYS[k], STATE)
+end
+if slots then
+  vals[n + 1] = get(KEYS[n + 1], SLOTS)
+end
 local out = {1, 0, 0}
 local idx, worst, least = 0, 0, -1
 for i = 1, n do
@@ -94,11 +101,14 @@ for i = 1, n do
 end
 out[2], out[3] = idx, out[1] == 1 and 0 or worst
 if slots then
+  -- The slots held are the counts of the ring's buckets not ended (acquire.lua); a value of
+  -- another shape holds none.
   local v, held = vals[n + 1], 0
-  if v and #v % 40 == 0 and #v <= 40000 then
-    for at = 1, #v, 40 do
-      if struct.unpack('>d', v, at) > now then
-        held = held + 1
+  if v and #v == 16 * RING then
+    for k = 1, RING do
+      local e, c = struct.unpack('>dd', v, 16 * k - 15)
+      if e > now and e < 9007199254740992 and c >= 1 and c <= 1000 and c % 1 == 0 then
+        held = held + c
       end
     end
   end

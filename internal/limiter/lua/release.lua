@@ -1,26 +1,36 @@
 -- release.lua: gives back the slot a request took with an acquire script (acquire.lua) when
--- the request ends. Idempotent: giving back a slot already given back, expired or never
--- taken changes nothing.
+-- the request ends. Only a slot taken can be given back, and once: its own key, written by
+-- the acquire, names the bucket of the ring it is counted in, and is consumed here.
+-- Idempotent: giving back a slot already given back, expired or never taken changes nothing.
 --
--- KEYS[1]      the identity's slots: the string of 40-byte records the acquire script
---              writes (expiry, struct '>d' in µs, then the 32-byte slot id).
--- ARGV[1]      the slot id (32 bytes).
--- Reply        1 when the slot was held and is given back, 0 otherwise.
--- Cost         O(h), h <= 1000 the slots held: one MGET, each record read once, at most
---              one SET (KEEPTTL); no key names built here.
--- Refused      any other shape (not one key and one slot id of 32 bytes): an ERR reply
---              before any read.
-if #KEYS ~= 1 or #ARGV ~= 1 or #ARGV[1] ~= 32 then
+-- KEYS[1]      the identity's slots: the ring acquire.lua writes (RING buckets of struct
+--              '>dd': the bucket's end, Redis-clock µs, and its count).
+-- KEYS[2]      the slot's key (same tag, named after its id): struct '>d', the end of the
+--              bucket it is counted in. Anything else is no slot.
+-- Reply        1 when the slot was held and is given back, 0 otherwise (a slot whose bucket
+--              an acquire has since moved to a later end stays counted until that end).
+-- Cost         O(1): one GETRANGE of 8 bytes and one of the ring (512 bytes), the RING
+--              buckets read once, at most two SETs; no key names built here.
+-- Refused      any other shape (not two keys and no argument): an ERR reply before any read.
+if #KEYS ~= 2 or #ARGV ~= 0 then
   return redis.error_reply('ERR ratelimit: refused a release of ' .. #KEYS .. ' keys and ' .. #ARGV ..
-    ' arguments: this script takes the slots key and one slot id of 32 bytes')
+    ' arguments: this script takes the slots key and the slot key')
 end
-local v = redis.call('MGET', KEYS[1])[1]
-if not v or #v % 40 ~= 0 or #v > 40000 then
+local mark = get(KEYS[2], 8)
+if not mark or #mark ~= 8 then
   return 0
 end
-for at = 1, #v, 40 do
-  if string.sub(v, at + 8, at + 39) == ARGV[1] then
-    redis.call('SET', KEYS[1], string.sub(v, 1, at - 1) .. string.sub(v, at + 40), 'KEEPTTL')
+redis.call('SET', KEYS[2], '', 'PX', 1)
+local ends = struct.unpack('>d', mark)
+local v = get(KEYS[1], SLOTS)
+if not v or #v ~= 16 * RING then
+  return 0
+end
+for k = 1, RING do
+  local e, c = struct.unpack('>dd', v, 16 * k - 15)
+  if e == ends and c >= 1 and c <= 1000 and c % 1 == 0 then
+    redis.call('SET', KEYS[1], string.sub(v, 1, 16 * k - 16) .. struct.pack('>dd', e, c - 1) .. string.sub(v, 16 * k + 1),
+      'KEEPTTL')
     return 1
   end
 end

@@ -27,8 +27,9 @@
 --              admission with remaining < 2^20 and reset_after < 2^27 ms replies with one
 --              integer, code + 2^26 * reset_after_ms; every other reply is
 --              {code, retry_after_ms, reset_after_ms}. A denial writes nothing.
--- Cost         O(n) in the number of limits (n <= 8): TIME, one MGET, n SETs; O(1) for one
---              limit without an idempotency key: TIME, one MGET of one key, one SET.
+-- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (at most
+--              STATE or REPLAY bytes, prelude.lua), n SETs; O(1) for one limit without an
+--              idempotency key: TIME, one GETRANGE, one SET.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, a fingerprint that is not 16 bytes): an ERR reply before any read or
 --              write, so the bound above holds whatever a caller sends.

@@ -80,16 +80,17 @@ type Outcome struct {
 	// State is, for a peek Redis answered, every limit of the tier as it holds now.
 	State []limiter.LimitState
 	// reserved is what the end of an admitted request settles or releases: for a policy
-	// whose cost its response settles (Settles), the cost debited; for a policy with a
-	// concurrency limit (HoldsSlot), the slot taken; the identity and when the check began.
+	// whose cost its response settles (Settles), the reservation recorded; for a policy with
+	// a concurrency limit (HoldsSlot), the slot taken; and the identity.
 	reserved reservation
 }
 
-// reservation is what a settlement or a release needs of its admission.
+// reservation is what a settlement or a release needs of its admission: the identity, and
+// the reservation's id and cost (Settles) or the slot (HoldsSlot).
 type reservation struct {
 	identity string
+	id       string
 	cost     int64
-	at       time.Time
 	slot     string
 }
 
@@ -117,16 +118,25 @@ func (o *Outcome) Result() string {
 }
 
 // Decide checks one request against one policy. front names the front asking, for metrics.
+// An admission of a policy whose cost its response settles is reserved (Settles) before
+// Decide returns.
 func (g *Engine) Decide(ctx context.Context, front string, r *Rule, c Check) Outcome {
+	start := time.Now()
+	var o Outcome
 	if t := tracing.Tracer(); t != nil {
-		return g.decideTraced(ctx, t, front, r, c)
+		o = g.decideTraced(ctx, t, front, r, c)
+	} else {
+		o = g.decideMetered(ctx, front, r, c, start)
 	}
-	return g.decideMetered(ctx, front, r, c)
+	if cost := o.reserved.cost; cost > 0 {
+		o.reserved.cost = 0 // until Redis records it
+		g.reserve(ctx, front, &o, cost, start)
+	}
+	return o
 }
 
 // decideMetered is Decide without tracing: the decision and its metrics.
-func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Check) Outcome {
-	start := time.Now()
+func (g *Engine) decideMetered(ctx context.Context, front string, r *Rule, c Check, start time.Time) Outcome {
 	o := g.decide(ctx, r, c)
 	g.Metrics.decided(front, &o, time.Since(start))
 	return o
@@ -149,9 +159,6 @@ func (g *Engine) decide(ctx context.Context, r *Rule, c Check) Outcome {
 		c.Identity = "" // Shared: one identity no source can yield (sources yield non-empty values)
 	}
 	req := limiter.Request{Identity: c.Identity, Cost: c.Cost, RequestID: c.RequestID, Fingerprint: c.Fingerprint}
-	if r.Entry.Cost.Settle != nil {
-		o.reserved.at = time.Now() // before the check: a window gives back only what it counted
-	}
 	if o.Tier.Policy.Concurrency != nil && !c.Peek {
 		req.Slot = limiter.NewID()
 	}
@@ -185,8 +192,9 @@ func (g *Engine) ask(ctx context.Context, o *Outcome, req limiter.Request, peek 
 	}
 }
 
-// reserve records what the end of o's admitted request settles (c's cost, when the policy's
-// cost settles from the response) or releases (slot, when it took one).
+// reserve notes what the end of o's admitted request settles (c's cost, when the policy's
+// cost settles from the response: Decide then records it) or releases (slot, when it took
+// one).
 func (o *Outcome) reserve(c Check, slot string) {
 	o.reserved.identity, o.reserved.slot = c.Identity, slot
 	if o.Rule.Entry.Cost.Settle != nil {

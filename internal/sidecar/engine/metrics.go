@@ -23,6 +23,7 @@ type Metrics struct {
 	leaseReturned *prometheus.CounterVec
 	leaseHeld     *prometheus.CounterVec
 	settlements   *prometheus.CounterVec
+	reservations  *prometheus.CounterVec
 	settledCost   *prometheus.CounterVec
 	releases      *prometheus.CounterVec
 	snapshotInfo  *prometheus.GaugeVec
@@ -63,7 +64,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Leased units never spent because not every Redis replica acknowledged the lease in time (or ROLE and WAIT were refused: the Redis user needs +role +wait), by policy; Redis decided those checks one by one."},
 			[]string{"policy"}),
 		settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_settlements_total",
-			Help: "Admissions settled at the cost their response stated (cost.settle), by front, policy and result: charged (cost above the reservation), unreserved (below), exact, unstated (the response stated none: the reservation stands), failed (Redis did not settle: the reservation stands)."},
+			Help: "Admissions settled at the cost their response stated (cost.settle), by front, policy and result: charged (cost above the reservation), unreserved (below), exact, unstated (the response stated none: the reservation stands), refused (no reservation of the caller and policy by that id, or one settled before at another cost: nothing changed), failed (Redis did not settle: the reservation stands)."},
+			[]string{"front", "policy", "result"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_reservations_total",
+			Help: "Admissions of policies whose cost their response settles (cost.settle), by front, policy and result: recorded (its response may settle it), failed (Redis did not record it: the reservation stands and cannot be settled)."},
 			[]string{"front", "policy", "result"}),
 		settledCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_sidecar_settled_cost_total",
 			Help: "Cost stated by responses and settled (LLM tokens, for instance), by policy."}, []string{"policy"}),
@@ -82,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Policies of the snapshot in force that this sidecar could not compile (each runs its last good version, or not at all)."}),
 	}
 	reg.MustRegister(m.decisions, m.peeks, m.checkSeconds, m.redisErrors, m.withoutRedis, m.denyCacheHits, m.leaseUnits, m.leaseReturned, m.leaseHeld,
-		m.settlements, m.settledCost, m.releases,
+		m.settlements, m.reservations, m.settledCost, m.releases,
 		m.snapshotInfo, m.snapshotLoads, m.snapshotTime, m.policies, m.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_sidecar_redis_pipelines_total",
 			Help: "Redis pipelines (round trips) the limiter sent; pipelined_checks_total over this is the mean batch."},
@@ -208,9 +212,17 @@ func (m *Metrics) settled(front string, o *Outcome, result string, cost int64) {
 		return
 	}
 	m.settlements.WithLabelValues(front, o.Rule.Name(), result).Inc()
-	if result != SettleFailed && result != SettleUnstated {
+	if result != SettleFailed && result != SettleUnstated && result != SettleRefused {
 		m.settledCost.WithLabelValues(o.Rule.Name()).Add(float64(cost))
 	}
+}
+
+// reserved records one reservation of o's admission.
+func (m *Metrics) reserved(front string, o *Outcome, result string) {
+	if m == nil {
+		return
+	}
+	m.reservations.WithLabelValues(front, o.Rule.Name(), result).Inc()
 }
 
 // released records one release of o's slot.

@@ -16,18 +16,30 @@ const (
 	SettleCharged = "charged"
 	// SettleUnreserved: it cost less; the difference was given back.
 	SettleUnreserved = "unreserved"
-	// SettleExact: it cost its reservation; nothing to do.
+	// SettleExact: it cost its reservation; nothing changed but the reservation, consumed.
 	SettleExact = "exact"
-	// SettleUnstated: the response stated no cost; the reservation stands.
+	// SettleUnstated: the response stated no cost; the reservation stands (consumed as
+	// exact).
 	SettleUnstated = "unstated"
 	// SettleFailed: Redis did not settle (unreachable, or an error); the reservation stands.
 	SettleFailed = "failed"
+	// SettleRefused: the settlement named no reservation of its caller and policy (never
+	// made, expired, settled before) or one settled before at another cost: nothing changed.
+	SettleRefused = "refused"
+)
+
+// Reservation failures, as ratelimit_sidecar_reservations_total labels them.
+const (
+	// ReserveRecorded: the admission's reservation is recorded; its response may settle it.
+	ReserveRecorded = "recorded"
+	// ReserveFailed: Redis did not record it; the reservation stands and cannot be settled.
+	ReserveFailed = "failed"
 )
 
 // Settles reports whether o is an admission whose cost its response settles: its policy
-// has cost.settle, and Redis debited the reservation (not a replay, a peek or a failure
-// mode's answer without Redis, which debited nothing to settle).
-func (o *Outcome) Settles() bool { return o.reserved.cost > 0 }
+// has cost.settle, Redis debited the reservation (not a replay, a peek or a failure mode's
+// answer without Redis, which debited nothing to settle), and recorded it (Reserve).
+func (o *Outcome) Settles() bool { return o.reserved.id != "" }
 
 // SettleSource is where o's policy reads the cost from the response, or nil.
 func (o *Outcome) SettleSource() *snapshot.CostSettle { return o.Rule.Entry.Cost.Settle }
@@ -35,43 +47,83 @@ func (o *Outcome) SettleSource() *snapshot.CostSettle { return o.Rule.Entry.Cost
 // Reserved is the cost o's admission debited, when it Settles.
 func (o *Outcome) Reserved() int64 { return o.reserved.cost }
 
-// ReservedAt is when o's check began, when it Settles.
-func (o *Outcome) ReservedAt() time.Time { return o.reserved.at }
+// Reservation is the id of o's reservation, when it Settles: what a settlement names.
+func (o *Outcome) Reservation() string { return o.reserved.id }
+
+// reserve records o's admission, which debited cost after its check began, so that its
+// response can settle it: a reservation Redis cannot record leaves o not Settling (its
+// reservation stands).
+func (g *Engine) reserve(ctx context.Context, front string, o *Outcome, cost int64, began time.Time) {
+	lim := g.limiter()
+	if lim == nil {
+		return
+	}
+	id, err := lim.Reserve(ctx, o.Tier.Policy, o.reserved.identity, cost, time.Since(began))
+	if err != nil {
+		g.Metrics.reserved(front, o, ReserveFailed)
+		return
+	}
+	o.reserved.id, o.reserved.cost = id, cost
+	g.Metrics.reserved(front, o, ReserveRecorded)
+}
 
 // Settle replaces o's reservation with cost, the cost its response stated, on the policy
-// (tier, override) its check counted against, idempotent by requestID (limiter.Settle).
-// stated false records that the response stated none: the reservation stands, nothing is
-// called. An outcome that does not Settle changes nothing. front names the front, for
+// (tier, override) its check counted against (limiter.Settle). stated false records that
+// the response stated none: the reservation stands, and its record is consumed as an exact
+// settlement. An outcome that does not Settle changes nothing. front names the front, for
 // metrics.
-func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int64, stated bool, requestID string) (limiter.Adjusted, error) {
+func (g *Engine) Settle(ctx context.Context, front string, o *Outcome, cost int64, stated bool) (limiter.Settled, error) {
 	if !o.Settles() {
-		return limiter.Adjusted{}, nil
+		return limiter.Settled{}, nil
 	}
-	if !stated {
-		g.Metrics.settled(front, o, SettleUnstated, 0)
-		return limiter.Adjusted{}, nil
+	result := SettleUnstated
+	if stated {
+		result = SettleResult(o.reserved.cost, cost)
+	} else {
+		cost = o.reserved.cost
 	}
-	result := SettleResult(o.reserved.cost, cost)
-	lim := g.limiter()
-	switch {
-	case lim == nil:
-		g.Metrics.settled(front, o, SettleFailed, cost)
-		return limiter.Adjusted{}, ErrNoRedisYet
-	case result == SettleExact:
-		g.Metrics.settled(front, o, result, cost)
-		return limiter.Adjusted{}, nil
-	}
-	out, err := lim.Settle(ctx, o.Tier.Policy, limiter.Settlement{Identity: o.reserved.identity,
-		Reserved: o.reserved.cost, Cost: min(cost, limiter.MaxAdjustAmount), RequestID: requestID,
-		Since: max(0, time.Since(o.reserved.at))})
+	out, err := g.settle(ctx, o, min(cost, limiter.MaxAdjustAmount))
 	if err != nil {
-		if !errors.Is(err, limiter.ErrAdjustReused) { // the caller's mistake: nothing failed
-			g.Metrics.settled(front, o, SettleFailed, cost)
-		}
+		g.Metrics.settled(front, o, settleFailure(err), cost)
 		return out, fmt.Errorf("settle policy %s: %w", o.Rule.Name(), err)
 	}
 	g.Metrics.settled(front, o, result, cost)
 	return out, nil
+}
+
+// SettleReservation settles the reservation id that an admission of c on r recorded (the
+// check API's settle call: the caller names its check and the reservation its answer
+// carried) at cost. The reservation is bound to the caller, policy and tier it was made for:
+// naming another finds none (limiter.ErrNoReservation). The answer says what the
+// reservation held.
+func (g *Engine) SettleReservation(ctx context.Context, front string, r *Rule, c Check, id string, cost int64) (limiter.Settled, error) {
+	o := r.admitted(c)
+	o.reserved.id = id
+	out, err := g.settle(ctx, &o, cost)
+	if err != nil {
+		g.Metrics.settled(front, &o, settleFailure(err), cost)
+		return out, fmt.Errorf("settle policy %s: %w", r.Name(), err)
+	}
+	g.Metrics.settled(front, &o, SettleResult(out.Reserved, cost), cost)
+	return out, nil
+}
+
+// settle is limiter.Settle of o's reservation at cost.
+func (g *Engine) settle(ctx context.Context, o *Outcome, cost int64) (limiter.Settled, error) {
+	lim := g.limiter()
+	if lim == nil {
+		return limiter.Settled{}, ErrNoRedisYet
+	}
+	return lim.Settle(ctx, o.Tier.Policy, limiter.Settlement{Identity: o.reserved.identity, Reservation: o.reserved.id, Cost: cost})
+}
+
+// settleFailure names a failed settlement for metrics: refused (the caller's mistake, or an
+// attempt: nothing failed) or failed.
+func settleFailure(err error) string {
+	if errors.Is(err, limiter.ErrNoReservation) || errors.Is(err, limiter.ErrAdjustReused) {
+		return SettleRefused
+	}
+	return SettleFailed
 }
 
 // SettleResult names a settlement of a reservation at cost: charged, unreserved or exact.
@@ -83,20 +135,6 @@ func SettleResult(reserved, cost int64) string {
 		return SettleUnreserved
 	}
 	return SettleExact
-}
-
-// Reservation is the admission of c on r that a front settles apart from its answer (the
-// check API's settle call): c.Cost debited at at, on c's tier. It Settles when r's cost
-// settles from the response and c names a caller (or r counts requests without one as one
-// caller).
-func (r *Rule) Reservation(c Check, at time.Time) Outcome {
-	o := r.admitted(c)
-	missing := r.Entry.Identity.OnMissing
-	o.reserved.at = at
-	if r.Entry.Cost.Settle != nil && (c.HasIdentity || missing != snapshot.MissingSkip && missing != snapshot.MissingReject) {
-		o.reserved.cost = c.Cost
-	}
-	return o
 }
 
 // admitted is an admission of c on r, on c's tier, its identity as decide counts it (one
@@ -111,3 +149,25 @@ func (r *Rule) admitted(c Check) Outcome {
 	}
 	return o
 }
+
+// CountsWithoutIdentity reports whether r counts a request without an identity, as one
+// caller shared by all such requests (identity.onMissing Shared), rather than skipping or
+// rejecting it.
+func (r *Rule) CountsWithoutIdentity() bool {
+	m := r.Entry.Identity.OnMissing
+	return m != snapshot.MissingSkip && m != snapshot.MissingReject
+}
+
+// DescriptorCaller is the caller an Envoy descriptor's entries name under r, as a check of
+// them counts it: its identity, "" for the one shared caller of requests without one, and
+// false when r counts such a request as no caller (skipped or rejected).
+func (r *Rule) DescriptorCaller(entries []DescriptorEntry) (string, bool) {
+	if id, ok := r.descriptorIdentity(entries); ok {
+		return id, true
+	}
+	return "", r.CountsWithoutIdentity()
+}
+
+// Caller is the caller o's admission counted against: its identity, "" for the one shared
+// caller of requests without one.
+func (o *Outcome) Caller() string { return o.reserved.identity }

@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 )
 
@@ -37,9 +37,11 @@ const (
 	pendingLife = time.Hour
 )
 
-// pendingEnds are the admissions waiting for their stream's end, by request id and policy:
-// several under one key when requests share an id (x-request-id may come from the client),
-// ended first in, first out, so each stream's end still settles one of them.
+// pendingEnds are the admissions waiting for their stream's end, by request id, policy and
+// caller: several under one key when one caller's requests share an id (x-request-id may
+// come from the client), ended first in, first out, so each stream's end still settles one
+// of them. The caller is part of the key: a stream's end settles and releases only an
+// admission of the caller its own descriptor names, never another's that shares its id.
 type pendingEnds struct {
 	mu    sync.Mutex
 	m     map[string][]pendingEnd
@@ -107,8 +109,11 @@ func (p *pendingEnds) take(key string, now time.Time) (engine.Outcome, bool) {
 	return e.out, now.Before(e.until)
 }
 
-// pendingKey is the key of policy rule's admission of request id.
-func pendingKey(id string, rule *engine.Rule) string { return id + "\x00" + rule.Name() }
+// pendingKey is the key of policy rule's admission of request id for caller (its identity,
+// as the admission counted it). Each part is length-prefixed, so no two triples share a key.
+func pendingKey(id string, rule *engine.Rule, caller string) string {
+	return strconv.Itoa(len(id)) + ":" + id + strconv.Itoa(len(rule.Name())) + ":" + rule.Name() + caller
+}
 
 // entryValue is the value of d's entry key, "" when it has none.
 func entryValue(entries []engine.DescriptorEntry, key string) string {
@@ -145,7 +150,7 @@ func (s *Service) remember(ctx context.Context, plans []descriptorPlan, denied b
 				s.end(ctx, &o, 0, true)
 			default:
 				if id := entryValue(plans[i].entries, RequestIDKey); id != "" {
-					s.pending.put(pendingKey(id, o.Rule), o, time.Now())
+					s.pending.put(pendingKey(id, o.Rule, o.Caller()), o, time.Now())
 				}
 			}
 		}
@@ -183,14 +188,18 @@ func (s *Service) ended(ctx context.Context, span trace.Span, req *rlsv3.RateLim
 }
 
 // endAll ends the admissions remembered under the descriptor entries' request id for each
-// of rules, at cost.
+// of rules and the caller the entries name under it, at cost.
 func (s *Service) endAll(ctx context.Context, rules []*engine.Rule, entries []engine.DescriptorEntry, cost int64, stated bool, now time.Time) {
 	id := entryValue(entries, RequestIDKey)
 	if id == "" {
 		return
 	}
 	for _, r := range rules {
-		if o, ok := s.pending.take(pendingKey(id, r), now); ok {
+		caller, ok := r.DescriptorCaller(entries)
+		if !ok {
+			continue
+		}
+		if o, ok := s.pending.take(pendingKey(id, r, caller), now); ok {
 			s.end(ctx, &o, cost, stated)
 		}
 	}
@@ -203,11 +212,11 @@ func statedCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor)
 }
 
 // end settles o at cost and gives back its slot, logging what failed: the reservation
-// stands, the slot comes back when it expires. The settlement's id is random, never the
-// request's: a client may send the x-request-id it likes, and a settlement under an id seen
-// before would replay the first (a charge of the same size would not be made again).
+// stands, the slot comes back when it expires. The settlement names the reservation Redis
+// recorded at the admission, never the request's id: a client may send the x-request-id it
+// likes.
 func (s *Service) end(ctx context.Context, o *engine.Outcome, cost int64, stated bool) {
-	if _, err := s.Engine.Settle(ctx, FrontName, o, cost, stated, limiter.NewID()); err != nil {
+	if _, err := s.Engine.Settle(ctx, FrontName, o, cost, stated); err != nil {
 		s.Log.Error(err, "settlement failed: the reservation stands", "policy", o.Rule.Name(), "reserved", o.Reserved(), "cost", cost)
 	}
 	if _, err := s.Engine.Release(ctx, FrontName, o); err != nil {

@@ -118,8 +118,10 @@ type Response struct {
 	// (cost.settle), is the cost reserved: settle it with POST /v1/settle once the response
 	// states its cost, or it stands.
 	Reserved int64 `json:"reserved,omitempty"`
-	// ReservedAtMs is when it was reserved (Unix ms), to send back with the settlement.
-	ReservedAtMs int64 `json:"reservedAtMs,omitempty"`
+	// Reservation, with Reserved, is the id the reservation is recorded under in Redis: the
+	// settlement names it, with the check's caller. Absent when Redis could not record it
+	// (the reservation then stands, unsettled).
+	Reservation string `json:"reservation,omitempty"`
 	// Slot, for an admission of a policy with a concurrency limit, is the slot the request
 	// holds: give it back with POST /v1/release when the request ends, or it comes back
 	// after the policy's concurrency.slotTTL.
@@ -261,7 +263,7 @@ func ResponseOf(o *engine.Outcome, version string) Response {
 		resp.Peek, resp.Limits = true, UsageOf(o.State)
 	}
 	if o.Settles() {
-		resp.Reserved, resp.ReservedAtMs = o.Reserved(), o.ReservedAt().UnixMilli()
+		resp.Reserved, resp.Reservation = o.Reserved(), o.Reservation()
 	}
 	resp.Slot = o.Slot()
 	return resp

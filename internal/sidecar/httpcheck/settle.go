@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
@@ -20,18 +19,13 @@ const SettlePath = "/v1/settle"
 // identity or parts, and tier or request, as the check stated them), the reservation its
 // answer carried, and the cost the response stated.
 type SettleRequest struct {
-	// Caller is the check's caller, as the check named it.
+	// Caller is the check's caller, as the check named it: a reservation settles only for the
+	// caller, policy and tier it was made for.
 	Caller
-	// Reserved is the cost the check's answer reserved (Response.Reserved).
-	Reserved int64 `json:"reserved"`
-	// ReservedAtMs is the time the check's answer gave (Response.ReservedAtMs): a window
-	// gives nothing back once the window the reservation was counted in has ended.
-	ReservedAtMs int64 `json:"reservedAtMs"`
+	// Reservation is the id the check's answer carried (Response.Reservation). Required.
+	Reservation string `json:"reservation"`
 	// Cost is the cost the response stated, 0 or more. Required.
 	Cost *int64 `json:"cost"`
-	// RequestID identifies the settlement: retried under it (for 10 minutes) it applies
-	// once. Required; the request's own id is a good one.
-	RequestID string `json:"requestId"`
 }
 
 // SettleResponse is the answer to a settlement.
@@ -41,8 +35,11 @@ type SettleResponse struct {
 	// Result is charged (cost above the reservation: the rest debited, even past the
 	// limit), unreserved (below: the difference given back), or exact (nothing to do).
 	Result string `json:"result"`
-	// Replayed is true when the request id had settled before: nothing changed now.
+	// Replayed is true when the reservation had settled before at this cost: nothing changed
+	// now.
 	Replayed bool `json:"replayed,omitempty"`
+	// Reserved is the cost the reservation held.
+	Reserved int64 `json:"reserved"`
 	// Limits are what each limit holds after the settlement (none when exact).
 	Limits []SettledLimit `json:"limits,omitempty"`
 }
@@ -66,8 +63,10 @@ type SettleHandler struct {
 }
 
 // ServeHTTP answers one settlement: 200 with what each limit holds, 400 naming the field
-// at fault, 404 for an unknown policy, 409 for a request id used for another settlement,
-// 503 when Redis did not settle (the reservation stands; retry with the same id).
+// at fault, 404 for an unknown policy or a reservation the caller does not hold (never made
+// for this caller, policy and tier, expired, or settled over a minute ago), 409 for a
+// reservation settled before at another cost, 503 when Redis did not settle (the
+// reservation stands; retry).
 func (h *SettleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -92,30 +91,33 @@ func (h *SettleHandler) settle(ctx context.Context, body io.Reader) (SettleRespo
 	if err != nil {
 		return SettleResponse{}, http.StatusServiceUnavailable, err
 	}
-	rule, c, status, err := CheckOf(set, req.check(req.Reserved))
+	rule, c, status, err := CheckOf(set, req.check(1))
 	if err != nil {
-		return SettleResponse{}, status, fmt.Errorf("reserved or the check's fields: %w", err)
+		return SettleResponse{}, status, fmt.Errorf("the check's fields: %w", err)
 	}
 	if rule.Entry.Cost.Settle == nil {
 		return SettleResponse{}, http.StatusBadRequest, fmt.Errorf("policy: %q settles no cost (its cost has no settle)", req.Policy)
 	}
-	o := rule.Reservation(c, time.UnixMilli(req.ReservedAtMs))
-	if !o.Settles() {
+	if !c.HasIdentity && !rule.CountsWithoutIdentity() {
 		return SettleResponse{}, http.StatusBadRequest, errors.New("identity: the check counted no caller, so there is nothing to settle")
 	}
-	out, err := h.Engine.Settle(ctx, FrontName, &o, *req.Cost, true, req.RequestID)
+	out, err := h.Engine.SettleReservation(ctx, FrontName, rule, c, req.Reservation, *req.Cost)
 	switch {
+	case errors.Is(err, limiter.ErrNoReservation):
+		return SettleResponse{}, http.StatusNotFound, fmt.Errorf("reservation: %w", limiter.ErrNoReservation)
 	case errors.Is(err, limiter.ErrAdjustReused):
-		return SettleResponse{}, http.StatusConflict, fmt.Errorf("requestId: %w", limiter.ErrAdjustReused)
+		return SettleResponse{}, http.StatusConflict, errors.New("reservation: settled before at another cost")
 	case err != nil:
-		return SettleResponse{}, http.StatusServiceUnavailable, fmt.Errorf("the reservation stands, retry with the same requestId: %w", err)
+		return SettleResponse{}, http.StatusServiceUnavailable, fmt.Errorf("the reservation stands, retry: %w", err)
 	}
-	return settleResponseOf(&o, *req.Cost, out), 0, nil
+	return settleResponseOf(rule, out, *req.Cost), 0, nil
 }
 
-// settleResponseOf is the answer to a settlement of o at cost that answered out.
-func settleResponseOf(o *engine.Outcome, cost int64, out limiter.Adjusted) SettleResponse {
-	resp := SettleResponse{Policy: o.Rule.Name(), Result: engine.SettleResult(o.Reserved(), cost), Replayed: out.Replayed}
+// settleResponseOf is the answer to a settlement of a reservation on rule at cost that
+// answered out.
+func settleResponseOf(rule *engine.Rule, out limiter.Settled, cost int64) SettleResponse {
+	resp := SettleResponse{Policy: rule.Name(), Result: engine.SettleResult(out.Reserved, cost), Replayed: out.Replayed,
+		Reserved: out.Reserved}
 	for _, l := range out.Limits {
 		resp.Limits = append(resp.Limits, SettledLimit{Name: l.Name, Quota: l.Limit, Remaining: l.Remaining, Applied: l.Applied})
 	}
@@ -132,14 +134,10 @@ func readSettle(body io.Reader) (SettleRequest, error) {
 		return req, err
 	}
 	switch {
-	case req.Reserved < 1:
-		return req, errors.New("reserved: required, the check answer's reserved (1 or more)")
-	case req.ReservedAtMs <= 0:
-		return req, errors.New("reservedAtMs: required, the check answer's reservedAtMs")
-	case req.Cost == nil || *req.Cost < 0:
-		return req, errors.New("cost: required, the cost the response stated (0 or more)")
-	case req.RequestID == "":
-		return req, errors.New("requestId: required, so that a retried settlement applies once")
+	case !limiter.IsID(req.Reservation):
+		return req, fmt.Errorf("reservation: required, the check answer's reservation (%d hexadecimal digits)", limiter.ReservationIDLength)
+	case req.Cost == nil || *req.Cost < 0 || *req.Cost > limiter.MaxAdjustAmount:
+		return req, fmt.Errorf("cost: required, the cost the response stated (0 to %d)", limiter.MaxAdjustAmount)
 	}
 	return req, nil
 }

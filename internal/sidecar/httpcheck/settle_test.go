@@ -42,26 +42,36 @@ func scSettle(t *testing.T, h http.Handler, body string) (int, httpcheck.SettleR
 }
 
 // TestCheckAPISettle: a check of a policy that settles answers its reservation; settling it
-// at 30 gives 70 back (900 → 970 remaining), a retry under the same id is a replay, the id
-// for another cost is 409, and a settlement at 250 of a reservation of 100 debits 150.
+// at 30 gives 70 back (900 → 970 remaining), a retry at that cost is a replay, the
+// reservation at another cost is 409, a settlement at 250 of a reservation of 100 debits
+// 150, and a reservation named by another caller, invented, or settled before under a
+// fresh body is 404: a settlement counts only for a reservation the sidecar recorded, once.
 func TestCheckAPISettle(t *testing.T) {
 	rig := sidecartest.Start(t, limiter.Options{}, settlePolicy("llm"), sidecartest.Policy("plain", 5))
 	check, settle := &httpcheck.Handler{Engine: rig.Engine}, &httpcheck.SettleHandler{Engine: rig.Engine}
 	code, resp, _, _ := scCheck(t, check, `{"policy":"llm","identity":"alice"}`)
-	if code != http.StatusOK || resp.Reserved != 100 || resp.ReservedAtMs == 0 || resp.Remaining != 900 {
-		t.Fatalf("check: %d %+v, want 100 reserved, 900 remaining", code, resp)
+	if code != http.StatusOK || resp.Reserved != 100 || !limiter.IsID(resp.Reservation) || resp.Remaining != 900 {
+		t.Fatalf("check: %d %+v, want 100 reserved under an id, 900 remaining", code, resp)
 	}
-	body := fmt.Sprintf(`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":%d,"cost":30,"requestId":"call-1"}`, resp.ReservedAtMs)
+	body := fmt.Sprintf(`{"policy":"llm","identity":"alice","reservation":%q,"cost":30}`, resp.Reservation)
 	first := wantSettled(t, settle, body, "unreserved", 970, false)
-	if first.Limits[0].Applied != 70 {
-		t.Fatalf("settle at 30: %+v, want 70 given back", first)
+	if first.Limits[0].Applied != 70 || first.Reserved != 100 {
+		t.Fatalf("settle at 30: %+v, want 70 given back of 100 reserved", first)
 	}
 	wantSettled(t, settle, body, "unreserved", 970, true)
 	if code, _, raw := scSettle(t, settle, strings.Replace(body, `"cost":30`, `"cost":31`, 1)); code != http.StatusConflict {
-		t.Fatalf("the id for another cost: %d %s, want 409", code, raw)
+		t.Fatalf("the reservation at another cost: %d %s, want 409", code, raw)
 	}
 	_, resp, _, _ = scCheck(t, check, `{"policy":"llm","identity":"alice"}`)
-	body = fmt.Sprintf(`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":%d,"cost":250,"requestId":"call-2"}`, resp.ReservedAtMs)
+	for _, bad := range []string{
+		fmt.Sprintf(`{"policy":"llm","identity":"mallory","reservation":%q,"cost":0}`, resp.Reservation),
+		fmt.Sprintf(`{"policy":"llm","identity":"alice","reservation":%q,"cost":0}`, limiter.NewID()),
+	} {
+		if code, _, raw := scSettle(t, settle, bad); code != http.StatusNotFound {
+			t.Fatalf("%s: %d %s, want 404", bad, code, raw)
+		}
+	}
+	body = fmt.Sprintf(`{"policy":"llm","identity":"alice","reservation":%q,"cost":250}`, resp.Reservation)
 	wantSettled(t, settle, body, "charged", 720, false)
 }
 
@@ -77,23 +87,26 @@ func wantSettled(t *testing.T, h http.Handler, body, result string, remaining in
 }
 
 // TestCheckAPISettleRefusesBadBodies: a policy that settles nothing, and a settlement
-// without its cost, id or reservation time, or reserving beyond cost.max, are 400 naming
-// the field; a check of a policy that settles nothing answers no reservation.
+// without its cost or reservation, or stating what it reserved (the sidecar's record says),
+// are 400 naming the field; a check of a policy that settles nothing answers no
+// reservation.
 func TestCheckAPISettleRefusesBadBodies(t *testing.T) {
 	rig := sidecartest.Start(t, limiter.Options{}, settlePolicy("llm"), sidecartest.Policy("plain", 5))
 	check, settle := &httpcheck.Handler{Engine: rig.Engine}, &httpcheck.SettleHandler{Engine: rig.Engine}
+	id := limiter.NewID()
 	for _, bad := range []struct{ body, field string }{
-		{`{"policy":"plain","identity":"alice","reserved":1,"reservedAtMs":1,"cost":3,"requestId":"x"}`, "policy"},
-		{`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":1,"requestId":"x"}`, "cost"},
-		{`{"policy":"llm","identity":"alice","reserved":100,"reservedAtMs":1,"cost":3}`, "requestId"},
-		{`{"policy":"llm","identity":"alice","reserved":600,"reservedAtMs":1,"cost":3,"requestId":"x"}`, "reserved"},
-		{`{"policy":"llm","identity":"alice","reserved":100,"cost":3,"requestId":"x"}`, "reservedAtMs"},
+		{`{"policy":"plain","identity":"alice","reservation":"` + id + `","cost":3}`, "policy"},
+		{`{"policy":"llm","identity":"alice","reservation":"` + id + `"}`, "cost"},
+		{`{"policy":"llm","identity":"alice","cost":3}`, "reservation"},
+		{`{"policy":"llm","identity":"alice","reservation":"` + strings.ToUpper(id) + `","cost":3}`, "reservation"},
+		{`{"policy":"llm","identity":"alice","reservation":"` + id + `","reserved":100,"cost":3}`, "reserved"},
+		{`{"policy":"llm","identity":"alice","reservation":"` + id + `","reservedAtMs":1,"cost":3}`, "reservedAtMs"},
 	} {
 		if code, _, raw := scSettle(t, settle, bad.body); code != http.StatusBadRequest || !strings.Contains(raw, bad.field) {
 			t.Errorf("%s: %d %s, want 400 naming %s", bad.body, code, raw, bad.field)
 		}
 	}
-	if code, resp, _, _ := scCheck(t, check, `{"policy":"plain","identity":"alice"}`); resp.Reserved != 0 || resp.ReservedAtMs != 0 {
+	if code, resp, _, _ := scCheck(t, check, `{"policy":"plain","identity":"alice"}`); resp.Reserved != 0 || resp.Reservation != "" {
 		t.Fatalf("a policy that settles nothing: %d %+v, want no reservation", code, resp)
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/responsecost"
 )
@@ -71,7 +70,7 @@ func (e ender) unforwarded(ctx context.Context, outs []engine.Outcome) {
 // end settles o at cost under a fresh settlement id (the proxy settles each response once) and gives back its slot, logging what
 // failed (the reservation stands; the slot comes back when it expires).
 func (e ender) end(ctx context.Context, o *engine.Outcome, cost int64, found bool) {
-	if _, err := e.engine.Settle(ctx, FrontName, o, cost, found, limiter.NewID()); err != nil {
+	if _, err := e.engine.Settle(ctx, FrontName, o, cost, found); err != nil {
 		e.log.Error(err, "settlement failed: the reservation stands", "policy", o.Rule.Name(),
 			"reserved", o.Reserved(), "cost", cost)
 	}
