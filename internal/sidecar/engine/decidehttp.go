@@ -40,8 +40,9 @@ func ParseTarget(method, target string) (httppath.Path, string, error) {
 // DecideHTTP judges a whole HTTP request for front: it matches the snapshot in force,
 // reads every matched policy's check before any is decided, then decides them in name order,
 // stopping at the first denial (DecideAll). No matched policy gives no outcomes: the request
-// is admitted. The error is ErrNoSnapshot or a *BadRequestError, and nothing was debited.
-func (g *Engine) DecideHTTP(ctx context.Context, front string, r *HTTPRequest) ([]Outcome, error) {
+// is admitted. settles says the front settles costs from the response (Check.Settles). The
+// error is ErrNoSnapshot or a *BadRequestError, and nothing was debited.
+func (g *Engine) DecideHTTP(ctx context.Context, front string, r *HTTPRequest, settles bool) ([]Outcome, error) {
 	set, err := g.Snapshot()
 	if err != nil {
 		return nil, err
@@ -49,6 +50,9 @@ func (g *Engine) DecideHTTP(ctx context.Context, front string, r *HTTPRequest) (
 	rules, checks, err := set.PlanHTTP(r)
 	if err != nil {
 		return nil, &BadRequestError{Err: err}
+	}
+	for i := range checks {
+		checks[i].Settles = settles
 	}
 	return g.DecideAll(ctx, front, rules, checks), nil
 }

@@ -43,7 +43,7 @@ func TestDecideHTTPBeforeSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs, err := e.DecideHTTP(t.Context(), "test", &engine.HTTPRequest{Method: "GET", Host: "shop.example", Path: p, Query: q})
+	outs, err := e.DecideHTTP(t.Context(), "test", &engine.HTTPRequest{Method: "GET", Host: "shop.example", Path: p, Query: q}, false)
 	if !errors.Is(err, engine.ErrNoSnapshot) || outs != nil {
 		t.Fatalf("DecideHTTP before a snapshot: %v, %v; want ErrNoSnapshot", outs, err)
 	}

@@ -53,6 +53,11 @@ type Check struct {
 	// Peek decides the request as a check would and debits nothing (limiter.Peek): no
 	// lease, no idempotency record, no deny cache; RequestID is ignored.
 	Peek bool
+	// Settles says the front settles an admission's cost from its response (the reverse
+	// proxy, the check API, Envoy RLS with a request id): an admission of a policy with
+	// cost.settle is then reserved in Redis (Outcome.Settles), what the settlement names.
+	// A front that never sees the response leaves it false: its reservation just stands.
+	Settles bool
 }
 
 // Outcome is a policy's answer to one request.
@@ -197,7 +202,7 @@ func (g *Engine) ask(ctx context.Context, o *Outcome, req limiter.Request, peek 
 // one).
 func (o *Outcome) reserve(c Check, slot string) {
 	o.reserved.identity, o.reserved.slot = c.Identity, slot
-	if o.Rule.Entry.Cost.Settle != nil {
+	if o.Rule.Entry.Cost.Settle != nil && c.Settles {
 		o.reserved.cost = c.Cost
 	}
 }

@@ -187,11 +187,14 @@ func planRequest(set *engine.Set, req *rlsv3.RateLimitRequest) ([]descriptorPlan
 // states the cost hits.
 func (p *descriptorPlan) prepare(domain string, hits int64) error {
 	p.checks = make([]engine.Check, len(p.rules))
+	// Only a descriptor naming its request can be settled when its stream ends (ends.go).
+	settles := entryValue(p.entries, RequestIDKey) != ""
 	for j, r := range p.rules {
 		c, err := r.DescriptorCheck(domain, p.entries, hits)
 		if err != nil {
 			return fmt.Errorf("policy %s: %w", r.Name(), err)
 		}
+		c.Settles = settles
 		p.checks[j] = c
 	}
 	return nil

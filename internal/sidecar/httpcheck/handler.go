@@ -185,6 +185,7 @@ func (h *Handler) judge(ctx context.Context, span trace.Span, r *http.Request) (
 	if err != nil {
 		return f.Reject(span, status, err.Error()), ""
 	}
+	c.Settles = true // its caller settles with POST /v1/settle, naming the answer's reservation
 	return f.One(ctx, span, rule, c), set.Version
 }
 

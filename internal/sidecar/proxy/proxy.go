@@ -45,7 +45,7 @@ type headersKey struct{}
 
 // New builds a proxy to upstream, deciding with e.
 func New(e *engine.Engine, upstream *url.URL, log logr.Logger) *Handler {
-	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log}, ends: ender{engine: e, log: log}}
+	p := &Handler{front: verdict.Front{Name: FrontName, Engine: e, Log: log, Settles: true}, ends: ender{engine: e, log: log}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)

@@ -76,11 +76,14 @@ type Front struct {
 	Log logr.Logger
 	// DenyStatus is the HTTP status of a denial; 0 means 429 Too Many Requests.
 	DenyStatus int
+	// Settles says the front settles costs from the response (engine.Check.Settles): the
+	// reverse proxy does; ext_authz and forward auth never see the response.
+	Settles bool
 }
 
 // HTTP judges a whole HTTP request (engine.DecideHTTP), recording the verdict on span.
 func (f *Front) HTTP(ctx context.Context, span trace.Span, r *engine.HTTPRequest) Verdict {
-	outs, err := f.Engine.DecideHTTP(ctx, f.Name, r)
+	outs, err := f.Engine.DecideHTTP(ctx, f.Name, r, f.Settles)
 	if err != nil {
 		return f.Refuse(span, err)
 	}

@@ -248,6 +248,13 @@ func TestHotKeysThroughWebhook(t *testing.T) {
 		t.Fatalf("create a sharded global limit: %v", err)
 	}
 	kube.AssertWarning(t, warnings.Take(), "spec.hotKeys.shards: 3 shards")
+
+	// A settlement consumes its reservation and changes the counters in one call: a sharded
+	// limit's counters live on several hash tags, so it cannot settle.
+	settled := global.DeepCopy()
+	settled.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "global-settled"}
+	settled.Spec.Cost = &policyv1alpha1.Cost{Default: 1, Settle: &policyv1alpha1.CostSettle{Header: "X-Tokens"}}
+	assertCause(t, c.Create(context.Background(), settled), "spec.cost.settle", "cannot be combined with hotKeys.shards")
 }
 
 // TestDefaultsStored: the mutating webhook's layout and TTL are stored, and what the user set
