@@ -9,8 +9,8 @@
 -- bucket (the bucket's end, Redis-clock µs; the slots counted in it). A slot taken now with
 -- a slot ttl of L is counted in the bucket ending at now + L rounded up to L / (RING - 2),
 -- and held until that bucket ends: at most L / (RING - 2) past its ttl, never less. A slot
--- also has a key of its own, holding the end of its bucket, so that only a slot taken can
--- be given back (release.lua), once. A crashed sidecar's slots come back when their bucket
+-- also has a key of its own, holding its bucket's place and end, so that only a slot taken
+-- can be given back (release.lua), once. A crashed sidecar's slots come back when their bucket
 -- ends. Strings read with GETRANGE and written with SET, not a sorted set: a namespace's
 -- Redis user needs no command beyond the check's, so it cannot build a structure whose
 -- deletion would stall the server for every tenant.
@@ -19,7 +19,8 @@
 -- KEYS[n+1]    the identity's slots: the ring (same tag). A value of another shape counts
 --              as no slot held and is overwritten; so is a bucket whose count is not a
 --              whole number from 1 to 1000.
--- KEYS[n+2]    the slot's key (same tag, named after the slot's id): written on admission.
+-- KEYS[n+2]    the slot's key (same tag, named after the slot's id): written on admission,
+--              struct '>dd' (its bucket's place in the ring, 1 to RING; the bucket's end).
 -- ARGV[1]      cost: what the request takes from every rate limit (a whole number >= 1).
 -- ARGV[2]      ttl: PX in ms of the state keys written (a calendar window may raise it).
 -- ARGV[3]      the most slots held at once (a whole number, 1 to 1000).
@@ -83,36 +84,30 @@ for i = 1, n do
   end
 end
 
--- The rates admit: the request needs a slot as well. Every bucket of the ring is read once:
--- the slots held are the counts of those not ended; the new slot goes in the bucket ending
+-- The rates admit: the request needs a slot as well. The ring is read in one unpack: the
+-- slots held are the counts of the buckets not ended; the new slot goes in the bucket ending
 -- where it ends, else in one ended or empty, else (the slot ttl changed: more bucket ends
 -- than buckets) in the latest one, whose end then becomes the later of the two (its slots
 -- held longer, never less).
 if allowed then
   local v = vals[n + 1]
-  if v and #v ~= 16 * RING then
-    v = false
-  end
+  local R = (v and #v == 16 * RING) and {struct.unpack(RINGFORMAT, v)} or {}
   local step = math.ceil(life * 1000 / (RING - 2))
   local ends = now + life * 1000
   ends = ends + (-ends) % step
-  local E, C = {}, {}
-  local held, exact, free, latest = 0, nil, nil, 1
-  for k = 1, RING do
-    local e, c = 0, 0
-    if v then
-      e, c = struct.unpack('>dd', v, 16 * k - 15)
-      if not (e > now and e < 9007199254740992 and c >= 1 and c <= 1000 and c % 1 == 0) then
-        e, c = 0, 0
-      end
+  local held, exact, free, latest = 0, nil, nil, nil
+  for k = 1, 2 * RING - 1, 2 do
+    local e, c = R[k] or 0, R[k + 1] or 0
+    if not (e > now and e < 9007199254740992 and c >= 1 and c <= 1000 and c % 1 == 0) then
+      e, c = 0, 0
     end
-    E[k], C[k] = e, c
+    R[k], R[k + 1] = e, c
     held = held + c
-    if c > 0 and e == ends then
-      exact = k
-    elseif c == 0 then
+    if c == 0 then
       free = free or k
-    elseif e > E[latest] then
+    elseif e == ends then
+      exact = k
+    elseif not latest or e > R[latest] then
       latest = k
     end
   end
@@ -120,19 +115,19 @@ if allowed then
     allowed, idx, worst, rem, rst = false, n + 1, 1000000, 0, life * 1000
   else
     local k = exact or free or latest
-    if ends > E[k] then
-      E[k] = ends
+    if ends > R[k] then
+      R[k] = ends
     end
-    C[k] = C[k] + 1
-    local ring, last = {}, 0
-    for j = 1, RING do
-      ring[j] = struct.pack('>dd', E[j], C[j])
-      if E[j] > last then
-        last = E[j]
+    R[k + 1] = R[k + 1] + 1
+    local last = R[k]
+    for j = 1, 2 * RING - 1, 2 do
+      if R[j] > last then
+        last = R[j]
       end
     end
-    redis.call('SET', KEYS[n + 1], table.concat(ring), 'PX', math.ceil((last - now) / 1000) + 1)
-    redis.call('SET', KEYS[n + 2], struct.pack('>d', E[k]), 'PX', math.ceil((E[k] - now) / 1000) + 1)
+    redis.call('SET', KEYS[n + 1], struct.pack(RINGFORMAT, unpack(R, 1, 2 * RING)), 'PX', math.ceil((last - now) / 1000) + 1)
+    -- The slot's own key: its bucket's place in the ring and end, until that end.
+    redis.call('SET', KEYS[n + 2], struct.pack('>dd', (k + 1) / 2, R[k]), 'PX', math.ceil((R[k] - now) / 1000) + 1)
     held = held + 1
     if most - held < rem then
       idx, rem, rst = n + 1, most - held, life * 1000

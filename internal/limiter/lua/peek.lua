@@ -105,8 +105,9 @@ if slots then
   -- another shape holds none.
   local v, held = vals[n + 1], 0
   if v and #v == 16 * RING then
-    for k = 1, RING do
-      local e, c = struct.unpack('>dd', v, 16 * k - 15)
+    local R = {struct.unpack(RINGFORMAT, v)}
+    for k = 1, 2 * RING - 1, 2 do
+      local e, c = R[k], R[k + 1]
       if e > now and e < 9007199254740992 and c >= 1 and c <= 1000 and c % 1 == 0 then
         held = held + c
       end

@@ -22,9 +22,11 @@
 --            reservation not yet settled: '<dd'
 --   LEASE    a lease's record: '<d' then '<ddd' per limit (at most 8)
 --   SLOTS    an identity's concurrency slots: a ring of RING buckets of 16 bytes
---            (acquire.lua); a slot's own key holds 8 bytes
+--            (acquire.lua); a slot's own key holds 16 bytes
 local STATE, REPLAY, RECORD, LEASE, RING = 32, 40, 216, 200, 32
 local SLOTS = 16 * RING
+-- RINGFORMAT reads or writes the whole ring in one struct call: RING times '>dd'.
+local RINGFORMAT = '>' .. string.rep('dd', RING)
 
 local function get(key, most)
   local v = redis.pcall('GETRANGE', key, 0, most)
