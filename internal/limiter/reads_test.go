@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,19 @@ func TestScriptsReadKeysOnlyThroughGet(t *testing.T) {
 		if !strings.Contains(s.Library(), prelude) || strings.Count(s.Library(), "local function get(") != 1 {
 			t.Errorf("%s: its function library does not hold the prelude once", s.Name)
 		}
+	}
+}
+
+// TestRingFormatMatchesRing: the prelude writes RINGFORMAT out (a function library's top
+// level has no string library to build it): it must be '>' then RING times "dd".
+func TestRingFormatMatchesRing(t *testing.T) {
+	ring := regexp.MustCompile(`RING = [^\n]*, (\d+)\n`).FindStringSubmatch(prelude)
+	format := regexp.MustCompile(`local RINGFORMAT = '([^']*)'`).FindStringSubmatch(prelude)
+	if ring == nil || format == nil {
+		t.Fatal("the prelude defines no RING or RINGFORMAT")
+	}
+	n, err := strconv.Atoi(ring[1])
+	if err != nil || format[1] != ">"+strings.Repeat("dd", n) {
+		t.Fatalf("RINGFORMAT %q for RING %s: want '>' then %s times \"dd\"", format[1], ring[1], ring[1])
 	}
 }

@@ -74,6 +74,35 @@
 //     Host header (test/e2e/gateways TestIngressNginxJudgesTheRoutedHost;
 //     internal/sidecar/forwardauth TestRoutedHostIsJudged)
 //
+// Issue 39 (trust III: every value a script reads from a key a tenant can write is
+// shape-checked before any loop, and every client-supplied fact that changes a counter is
+// bound to something the sidecar recorded), one regression case per defect, each failing on
+// 116b2b8:
+//
+//   - a tenant's own adjustment record of 1 MiB looped over, stalling Redis for every tenant
+//     (TestTenantsOwnRecordCannotStallRedis, records)
+//   - settlements of reservations never made, or made once and settled again
+//     (TestSettlementGivesBackOnlyWhatWasReserved, TestInventedReservationsGiveNothingBack,
+//     settle)
+//   - an Envoy stream end settling another caller's admission under a shared request id
+//     (TestStreamEndSettlesOnlyItsOwnCaller, streamends)
+//   - slots making a call O(1000) (TestSlotsCostBoundedAtTheirMaximum, slots)
+//
+// and the class, beyond the issue's list:
+//
+//   - hostile values (1 MiB, a byte short or long, NaN and infinities, a list) in every key
+//     kind of docs/security.md's table, every function that reads it called as the tenant:
+//     bounded Redis time and no over-admission (TestHostileValuesInEveryKeyKind,
+//     hostile_values)
+//   - an idempotency record whose figures no check writes, replayed as a reply the sidecar
+//     could not read and answered by FailOpen (TestForgedReplayRecordIsNoAdmission, records)
+//   - another caller's reservation, or one's own settled before, settled again
+//     (TestReservationIsBoundToItsCaller, TestSettledReservationCannotBeResettled,
+//     reservations)
+//   - a stream end forged under another caller's request id (TestStreamEndOfAnotherCallerSettlesNothing,
+//     streamends)
+//   - releases of slots never taken, or another caller's (TestReleaseFreesOnlySlotsItTook, slots)
+//
 // Issue 25 (what tenants share):
 //
 //   - Redis memory, which has no per-user quota: one tenant filling it gets another's

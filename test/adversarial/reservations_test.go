@@ -20,8 +20,8 @@ func TestReservationIsBoundToItsCaller(t *testing.T) {
 	r.checkAnswer(t, "llm", "mallory", 500)
 	r.checkAnswer(t, "other", "alice", 500)
 	for _, body := range []map[string]any{
-		settleLike("llm", "mallory", alice, 0, "m-1"),
-		settleLike("other", "alice", alice, 0, "m-2"),
+		settleLike("llm", "mallory", alice, "m-1"),
+		settleLike("other", "alice", alice, "m-2"),
 	} {
 		if code := r.postJSON(t, httpcheck.SettlePath, body, nil); code == http.StatusOK {
 			t.Errorf("alice's reservation settled as %v", body)

@@ -50,12 +50,12 @@ func (r *rig) admittedCost(t *testing.T, policy, identity string, cost int64, n 
 	return total
 }
 
-// settleLike is a settlement of the reservation a check answered, at cost, as a client of
-// the check API sends it: the reservation id the answer carries or, from an answer without
-// one (the check API of issue 39), the reservation it stated and a request id of the
-// client's choosing.
-func settleLike(policy, identity string, answer map[string]any, cost int64, requestID string) map[string]any {
-	body := map[string]any{"policy": policy, "identity": identity, "cost": cost}
+// settleLike is a settlement at 0 of the reservation a check answered, as a client of the
+// check API sends it: the reservation id the answer carries or, from an answer without one
+// (the check API of issue 39), the reservation it stated and a request id of the client's
+// choosing.
+func settleLike(policy, identity string, answer map[string]any, requestID string) map[string]any {
+	body := map[string]any{"policy": policy, "identity": identity, "cost": 0}
 	if id, ok := answer["reservation"]; ok {
 		body["reservation"] = id
 		return body
@@ -83,11 +83,11 @@ func TestSettlementGivesBackOnlyWhatWasReserved(t *testing.T) {
 	r := newRig(t, limiter.Options{}, llmBudget("llm"))
 	first := r.checkAnswer(t, "llm", "alice", 100)
 	r.checkAnswer(t, "llm", "alice", 100)
-	if code := r.postJSON(t, httpcheck.SettlePath, settleLike("llm", "alice", first, 0, "call-1"), nil); code != http.StatusOK {
+	if code := r.postJSON(t, httpcheck.SettlePath, settleLike("llm", "alice", first, "call-1"), nil); code != http.StatusOK {
 		t.Fatalf("the first settlement: %d", code)
 	}
 	for i := range 3 {
-		r.postJSON(t, httpcheck.SettlePath, settleLike("llm", "alice", first, 0, fmt.Sprintf("again-%d", i)), nil)
+		r.postJSON(t, httpcheck.SettlePath, settleLike("llm", "alice", first, fmt.Sprintf("again-%d", i)), nil)
 	}
 	// 100 used (the second reservation): 900 left.
 	if got := r.admittedCost(t, "llm", "alice", 100, 12); got != 900 {

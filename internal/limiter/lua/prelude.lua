@@ -25,8 +25,9 @@
 --            (acquire.lua); a slot's own key holds 16 bytes
 local STATE, REPLAY, RECORD, LEASE, RING = 32, 40, 216, 200, 32
 local SLOTS = 16 * RING
--- RINGFORMAT reads or writes the whole ring in one struct call: RING times '>dd'.
-local RINGFORMAT = '>' .. string.rep('dd', RING)
+-- RINGFORMAT reads or writes the whole ring in one struct call: '>' then RING times 'dd'.
+-- Written out: a function library's top level, run at FUNCTION LOAD, has no string library.
+local RINGFORMAT = '>dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd'
 
 local function get(key, most)
   local v = redis.pcall('GETRANGE', key, 0, most)

@@ -866,7 +866,7 @@ func (j *journey) tenancy(t *testing.T) {
 	}
 	pw := decode(t, kc(t, c, "-n", watchNS, "get", "secret", "ratelimit-redis-credentials", "-o", "jsonpath={.data.password}"))
 	out, _ := c.Kubectl(t.Context(), nil, "-n", system, "exec", "deploy/redis", "--", "redis-cli", "--user", name, "--pass", pw,
-		"--no-auth-warning", "mget", "{rl:"+fileNS+"/echo-per-api-key:x}:per-10s")
+		"--no-auth-warning", "getrange", "{rl:"+fileNS+"/echo-per-api-key:x}:per-10s", "0", "31")
 	if !strings.Contains(out, "NOPERM") {
 		t.Errorf("%s read another namespace's key: %q", name, out)
 	}
