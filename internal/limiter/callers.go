@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -101,7 +103,9 @@ func (l *Limiter) CallersStep(ctx context.Context, p *Policy, at ScanPosition, c
 	return step, nil
 }
 
-// KeyCount is how many keys Redis holds: DBSIZE summed over the primaries.
+// KeyCount is how many keys Redis holds in the client's database, summed over the
+// primaries. It reads INFO keyspace, not DBSIZE, so that the manager's Redis user needs no
+// grant beyond the +info its memory checks have.
 func (l *Limiter) KeyCount(ctx context.Context) (int64, error) {
 	nodes, err := l.primaryClients(ctx)
 	if err != nil {
@@ -109,13 +113,40 @@ func (l *Limiter) KeyCount(ctx context.Context) (int64, error) {
 	}
 	var n int64
 	for _, c := range nodes {
-		size, err := c.DBSize(ctx).Result()
+		info, err := c.Info(ctx, "keyspace").Result()
 		if err != nil {
-			return 0, fmt.Errorf("dbsize: %w", err)
+			return 0, fmt.Errorf("info keyspace: %w", err)
 		}
-		n += size
+		keys, err := keysOf(info, c.Options().DB)
+		if err != nil {
+			return 0, err
+		}
+		n += keys
 	}
 	return n, nil
+}
+
+// keysOf is the keys of database db in an INFO keyspace reply ("db0:keys=12,expires=3,...");
+// 0 when the database holds none (it is not listed).
+func keysOf(info string, db int) (int64, error) {
+	prefix := "db" + strconv.Itoa(db) + ":"
+	for line := range strings.SplitSeq(info, "\n") {
+		fields, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
+		if !ok {
+			continue
+		}
+		for kv := range strings.SplitSeq(fields, ",") {
+			if v, ok := strings.CutPrefix(kv, "keys="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("info keyspace: %q: %w", line, err)
+				}
+				return n, nil
+			}
+		}
+		return 0, fmt.Errorf("info keyspace: no keys= in %q", line)
+	}
+	return 0, nil
 }
 
 // PeekCalls is how many script calls one Peek of p makes: one per shard.

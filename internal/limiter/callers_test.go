@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestCallersFindsEveryIdentity: 40 callers of a policy with identities of every encoded
@@ -52,6 +54,13 @@ func TestCallersFindsEveryIdentity(t *testing.T) {
 			if s.PeekCalls() != 3 || p.PeekCalls() != 1 {
 				t.Fatalf("peek calls: sharded %d, plain %d; want 3 and 1", s.PeekCalls(), p.PeekCalls())
 			}
+			keys := int64(0)
+			for _, c := range primaryClientsT(t, l) {
+				keys += c.DBSize(context.Background()).Val()
+			}
+			if n, err := l.KeyCount(context.Background()); err != nil || n != keys || n < 3*41 {
+				t.Fatalf("key count: %d, %v; want DBSIZE over the primaries, %d", n, err, keys)
+			}
 		})
 	}
 }
@@ -91,6 +100,29 @@ func TestCallersStepPositionIsHarmless(t *testing.T) {
 			}
 			at = step.Next
 		}
+	}
+}
+
+// primaryClientsT are l's primaries' clients.
+func primaryClientsT(t *testing.T, l *Limiter) []*redis.Client {
+	t.Helper()
+	nodes, err := l.primaryClients(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+// TestKeysOf: INFO keyspace's keys of the database asked for, 0 when it is not listed.
+func TestKeysOf(t *testing.T) {
+	info := "# Keyspace\r\ndb0:keys=1000022,expires=22,avg_ttl=59000\r\ndb3:keys=7,expires=0,avg_ttl=0\r\n"
+	for db, want := range map[int]int64{0: 1000022, 3: 7, 1: 0, 30: 0} {
+		if n, err := keysOf(info, db); err != nil || n != want {
+			t.Errorf("db%d: %d, %v; want %d", db, n, err, want)
+		}
+	}
+	if _, err := keysOf("db0:keys=x,expires=0", 0); err == nil {
+		t.Error("keys=x: no error")
 	}
 }
 

@@ -33,8 +33,8 @@ type Top struct {
 	// Examined is about how many keys of the server this answer's scan examined (its SCAN
 	// calls' COUNT summed: Redis examines about that many, whichever tenant holds them).
 	Examined int64 `json:"examined"`
-	// Keys is how many keys the server holds now (DBSIZE, summed over the primaries): with
-	// Examined, how much of the keyspace an answer covered.
+	// Keys is how many keys the server holds now (its database's, summed over the
+	// primaries): with Examined, how much of the keyspace an answer covered.
 	Keys int64 `json:"keys"`
 	// Unreadable counts callers whose identity Redis keys keep only as a digest (over 128
 	// bytes of key text): not read.
