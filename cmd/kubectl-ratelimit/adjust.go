@@ -20,6 +20,9 @@ const (
 	maxAmount = 1_000_000_000
 	// requestIDPrefix starts every request id the plugin generates.
 	requestIDPrefix = "kubectl-"
+	// maxRequestIDBytes is the longest request id the usage server takes; it takes printable
+	// ASCII without spaces only (the id is quoted in the Event recording the change).
+	maxRequestIDBytes = 256
 )
 
 // adjustLong ends the help of every command that changes a caller's counters.
@@ -130,7 +133,7 @@ func newAdjustCommand(conn *connectionOptions, op adjustOp) *cobra.Command {
 		"`VALUE` of one part of a composite identity, repeated in the policy's order (instead of IDENTITY)")
 	f.StringVar(&o.tier, "tier", "", "the `TIER` whose counters change (default: the one the policy chooses)")
 	f.StringVar(&o.requestID, "request-id", "",
-		"the `ID` that makes the change apply once: repeat a call with it to retry safely (default: a new one, printed)")
+		"the `ID` that makes the change apply once (printable ASCII without spaces, at most 256 bytes): repeat a call with it to retry safely (default: a new one, printed)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	return cmd
 }
@@ -198,6 +201,11 @@ func (o *adjustOptions) validate() error {
 		return errors.New("IDENTITY is empty")
 	case o.requestIDSet && strings.TrimSpace(o.requestID) == "":
 		return errors.New("--request-id is empty: give the id of the change to retry, or leave the flag out for a new one")
+	case o.requestIDSet && len(o.requestID) > maxRequestIDBytes:
+		return fmt.Errorf("--request-id: at most %d bytes, got %d", maxRequestIDBytes, len(o.requestID))
+	}
+	if i := strings.IndexFunc(o.requestID, func(r rune) bool { return r < 0x21 || r > 0x7e }); o.requestIDSet && i >= 0 {
+		return fmt.Errorf("--request-id: byte %d is not printable ASCII: use letters, digits and punctuation, without spaces", i)
 	}
 	return checkOutput(o.output)
 }

@@ -56,9 +56,9 @@ func TestAdjustRequests(t *testing.T) {
 		{[]string{"grant", "-n", "billing", "per-tenant-method", "--part", "acme", "--part", "POST", "5", "--request-id", "g-1"},
 			"/v1/namespaces/billing/ratelimitpolicies/per-tenant-method/usage/grant",
 			`{"parts":["acme","POST"],"amount":5,"requestId":"g-1"}`},
-		{[]string{"refund", "o/r?s", "a b/c?d&e", "1000000000", "--request-id", "f 1"},
+		{[]string{"refund", "o/r?s", "a b/c?d&e", "1000000000", "--request-id", `f/1?x&"y"`},
 			"/v1/namespaces/shop/ratelimitpolicies/o%2Fr%3Fs/usage/refund",
-			`{"identity":"a b/c?d&e","amount":1000000000,"requestId":"f 1"}`},
+			`{"identity":"a b/c?d&e","amount":1000000000,"requestId":"f/1?x&\"y\""}`},
 		{[]string{"reset", "orders", "--part", "", "--part", "x,y", "--request-id", "r-2"},
 			"/v1/namespaces/shop/ratelimitpolicies/orders/usage/reset",
 			`{"parts":["","x,y"],"requestId":"r-2"}`},
@@ -221,8 +221,9 @@ func TestAdjustBadAmount(t *testing.T) {
 	}
 }
 
-// TestAdjustBadArguments: IDENTITY with --part, neither of them, an empty identity or
-// request id and a bad output format are refused before anything is sent.
+// TestAdjustBadArguments: IDENTITY with --part, neither of them, an empty identity, an empty
+// request id or one the server would refuse (over 256 bytes, or anything but printable ASCII
+// without spaces) and a bad output format are refused before anything is sent.
 func TestAdjustBadArguments(t *testing.T) {
 	srv := newFakeUsageServer(t, testToken, http.StatusOK, grantedBody)
 	requireRefusedLocally(t, srv, []refusal{
@@ -233,6 +234,10 @@ func TestAdjustBadArguments(t *testing.T) {
 		{[]string{"reset", "orders", ""}, "IDENTITY is empty"},
 		{[]string{"reset", "", "alice"}, "POLICY is empty"},
 		{[]string{"reset", "orders", "alice", "--request-id", ""}, "--request-id is empty"},
+		{[]string{"reset", "orders", "alice", "--request-id", "a\ngrant by system:admin"}, "--request-id: byte 1 is not printable ASCII"},
+		{[]string{"reset", "orders", "alice", "--request-id", "ticket 42"}, "--request-id: byte 6 is not printable ASCII"},
+		{[]string{"reset", "orders", "alice", "--request-id", "tü"}, "--request-id: byte 1"},
+		{[]string{"reset", "orders", "alice", "--request-id", strings.Repeat("a", 257)}, "--request-id: at most 256 bytes, got 257"},
 		{[]string{"grant", "orders", "alice", "5", "-o", "yaml"}, `--output "yaml"`},
 		{[]string{"reset", "orders", "alice", "bob"}, "accepts between 1 and 2 arg(s)"},
 	})
@@ -254,8 +259,8 @@ func TestAdjustServerErrors(t *testing.T) {
 			"error: 403 Forbidden: alice may not update ratelimitpolicies/usage in namespace shop\n"},
 		{http.StatusConflict, testToken, `{"error":"this request id was used for another adjustment"}`,
 			[]string{"--request-id", "r-1"}, "error: 409 Conflict: this request id was used for another adjustment\n"},
-		{http.StatusBadRequest, testToken, `{"error":"requestId: at most 256 bytes, got 300"}`,
-			[]string{"--request-id", strings.Repeat("x", 300)}, "error: 400 Bad Request: requestId: at most 256 bytes, got 300\n"},
+		{http.StatusBadRequest, testToken, `{"error":"tier: policy orders has no tier gold"}`,
+			[]string{"--request-id", "r-1", "--tier", "gold"}, "error: 400 Bad Request: tier: policy orders has no tier gold\n"},
 		{http.StatusNotFound, testToken, `{"error":"no policy orders in namespace shop"}`, nil,
 			"error: 404 Not Found: no policy orders in namespace shop\n"},
 		{http.StatusServiceUnavailable, testToken, `{"error":"redis could not be asked: timeout"}`, nil,

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -196,15 +197,37 @@ func loadCAs(file string) (*x509.CertPool, error) {
 }
 
 // statusError is an answer of the usage server with a status the command does not expect;
-// the server explains it in {"error":"message"}.
+// the server explains it in {"error":"message"}, and says in Retry-After when to try again
+// (429: too many requests).
 type statusError struct {
 	code    int
 	message string
+	// retryAfter is the answer's Retry-After (whole seconds), when it had one.
+	retryAfter    time.Duration
+	hasRetryAfter bool
 }
 
-// Error is "403 Forbidden: message".
+// Error is "403 Forbidden: message", and "(retry after 1s)" when the server said so.
 func (e *statusError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.message)
+	msg := fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.message)
+	if e.hasRetryAfter {
+		msg += fmt.Sprintf(" (retry after %s)", e.retryAfter)
+	}
+	return msg
+}
+
+// maxRetryAfter bounds a Retry-After the plugin believes.
+const maxRetryAfter = time.Minute
+
+// retryAfterOf reads a Retry-After of whole seconds (at most maxRetryAfter), or reports
+// false for none or another form.
+func retryAfterOf(h http.Header) (time.Duration, bool) {
+	v := h.Get("Retry-After")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if v == "" || err != nil || n < 0 {
+		return 0, false
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter), true
 }
 
 // escapedPath joins segments into an absolute URL path, each segment path-escaped.
@@ -267,7 +290,9 @@ func (c *usageClient) do(req *http.Request, answers ...int) ([]byte, error) {
 			return body, nil
 		}
 	}
-	return nil, &statusError{code: resp.StatusCode, message: errorMessage(body)}
+	se := &statusError{code: resp.StatusCode, message: errorMessage(body)}
+	se.retryAfter, se.hasRetryAfter = retryAfterOf(resp.Header)
+	return nil, se
 }
 
 // errorMessage is the message of an error body: its "error" field, else the body's text.

@@ -79,6 +79,10 @@ type fakeUsageServer struct {
 	status int
 	body   string
 
+	// respond, when set, answers instead of status and body: the status, a Retry-After
+	// ("" for none) and the body, from the request's query.
+	respond func(q url.Values) (status int, retryAfter, body string)
+
 	mu   sync.Mutex
 	seen []seenRequest
 }
@@ -113,8 +117,16 @@ func (f *fakeUsageServer) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"error":"the bearer token is not valid"}`))
 		return
 	}
-	w.WriteHeader(f.status)
-	_, _ = w.Write([]byte(f.body))
+	status, answer := f.status, f.body
+	if f.respond != nil {
+		var retryAfter string
+		status, retryAfter, answer = f.respond(seen.query)
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(answer))
 }
 
 // requests is what the server was sent so far.

@@ -14,10 +14,12 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
-// Bounds of --n (callers shown) and --max (callers read), as the usage server has them.
+// Bounds of --n (callers shown) and --max (callers read per request), and the server's
+// default --n, as the usage server has them.
 const (
-	maxTopN   = 100
-	maxTopMax = 100_000
+	maxTopN     = 100
+	maxTopMax   = 100_000
+	defaultTopN = 10
 )
 
 // topOptions are the flags and arguments of "kubectl ratelimit top".
@@ -27,6 +29,8 @@ type topOptions struct {
 	max    int
 	tier   string
 	output string
+	// all is --all: follow the server's continuations until the whole keyspace was read.
+	all bool
 	// nSet and maxSet say whether --n and --max were given: only those are sent.
 	nSet, maxSet bool
 	// policy is the argument.
@@ -40,15 +44,21 @@ func newTopCommand(conn *connectionOptions) *cobra.Command {
 		Use:   "top POLICY",
 		Short: "Show the callers of a policy under the most pressure now, and how many are denied",
 		Long: `Show the callers of a RateLimitPolicy that have used the highest share of a limit, highest
-first, and how many of all its callers a request of cost 1 would be denied for now. Nothing is
+first, and how many of its callers a request of cost 1 would be denied for now. Nothing is
 debited. Callers are named by the hash of their identity, as events, metrics and overrides
 name them; their identities are never shown.
 
 Each caller is read against its own tier, or every caller against --tier. The usage server
-reads at most --max callers (default 10000) and shows --n of them (default 10). You need the
+finds callers by scanning Redis's keys, every tenant's, and each request does a bounded part
+of that work (about 24,000 keys examined, fewer when it finds many callers): when Redis holds
+more, the answer is partial and says how much of the keyspace it covered. --all follows the
+server's continuations until every key was examined, adding the parts up and waiting as the
+server asks (it serves about one overview a second per user). Each request reads at most
+--max callers (default 10000) and the table shows --n of them (default 10). You need the
 verb get on ratelimitpolicies/usage in the namespace.`,
 		Example: `  kubectl ratelimit top -n shop orders
-  kubectl ratelimit top -n shop orders --n 25 --max 50000 --tier gold -o json`,
+  kubectl ratelimit top -n shop orders --all
+  kubectl ratelimit top -n shop orders --n 25 --tier gold --all -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.nSet = cmd.Flags().Changed("n")
@@ -60,13 +70,14 @@ verb get on ratelimitpolicies/usage in the namespace.`,
 	f := cmd.Flags()
 	f.IntVar(&o.n, "n", 0, fmt.Sprintf("how many callers `N` to show, 1 to %d (default: the server's, 10)", maxTopN))
 	f.IntVar(&o.max, "max", 0,
-		fmt.Sprintf("how many callers `M` to read at most, 1 to %d (default: the server's, 10000)", maxTopMax))
+		fmt.Sprintf("how many callers `M` to read at most per request, 1 to %d (default: the server's, 10000)", maxTopMax))
 	f.StringVar(&o.tier, "tier", "", "the `TIER` to read every caller against (default: each caller's own)")
+	f.BoolVar(&o.all, "all", false, "follow the server's continuations until every key was examined (paced by its Retry-After)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
-// run asks the usage server and prints its answer.
+// run asks the usage server (every part of the keyspace with --all) and prints its answer.
 func (o *topOptions) run(ctx context.Context, out io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
@@ -75,8 +86,13 @@ func (o *topOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	body, err := client.get(ctx, escapedPath("v1", "namespaces", ns, "ratelimitpolicies", o.policy, "usage", "top"),
-		o.query(), http.StatusOK)
+	path := escapedPath("v1", "namespaces", ns, "ratelimitpolicies", o.policy, "usage", "top")
+	var body []byte
+	if o.all {
+		body, err = o.readAll(ctx, client, path)
+	} else {
+		body, err = client.get(ctx, path, o.query(), http.StatusOK)
+	}
 	if err != nil {
 		return err
 	}
@@ -157,11 +173,16 @@ func topTierLabel(tier string) string {
 	return printable(tier)
 }
 
-// topNotes say which callers holding counters were not read.
+// topNotes say which callers holding counters were not read: those in the part of the
+// keyspace a partial answer did not cover, and those whose identity Redis keeps as a digest.
 func topNotes(a *usage.Top) [][]string {
 	var notes [][]string
-	if a.Truncated {
-		notes = append(notes, []string{"(more callers hold counters than were read: raise --max)"})
+	switch {
+	case a.Truncated && a.Examined > 0 && a.Keys > 0:
+		notes = append(notes, []string{fmt.Sprintf("(partial: about %s of the %s keys in Redis examined (%.1f%%): more callers may hold counters; --all reads them all)",
+			grouped(a.Examined), grouped(a.Keys), 100*min(1, float64(a.Examined)/float64(a.Keys)))})
+	case a.Truncated:
+		notes = append(notes, []string{"(more callers hold counters than were read: --all reads them all)"})
 	}
 	switch {
 	case a.Unreadable == 1:
@@ -171,6 +192,15 @@ func topNotes(a *usage.Top) [][]string {
 			a.Unreadable)})
 	}
 	return notes
+}
+
+// grouped is n (not negative) with its thousands separated by commas: 1,000,000.
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // callerRows are a caller's rows, one per limit (one without limits); the caller, tier and

@@ -2,23 +2,28 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
 // Answers of the usage server to overviews.
 const (
 	topBody = `{"policy":"orders","callers":42,"denied":7,"deniedShare":0.16666666666666666,` +
-		`"truncated":true,"unreadable":3,"top":[` +
+		`"complete":false,"truncated":true,"continue":"YzEuMC40MjQy","examined":48000,"keys":1000000,"unreadable":3,"top":[` +
 		`{"identityHash":"2bd806c97f0e00af","allowed":false,"limits":[` +
 		`{"name":"per-minute","quota":5,"used":5,"remaining":0,"resetAfterMs":58473,"retryAfterMs":11873},` +
 		`{"name":"per-day","quota":1000,"used":412,"remaining":588,"resetAfterMs":86399000,"retryAfterMs":0}]},` +
 		`{"identityHash":"77aa01c3e5f90b12","tier":"gold","allowed":true,"limits":[` +
 		`{"name":"per-minute","quota":50,"used":31,"remaining":19,"resetAfterMs":24000,"retryAfterMs":0}]}]}`
 	topEmptyBody = `{"policy":"orders","tier":"gold","callers":0,"denied":0,"deniedShare":0,` +
-		`"truncated":false,"top":[]}`
+		`"complete":true,"truncated":false,"examined":240,"keys":240,"top":[]}`
 )
 
 // TestTopRequests: the overview is asked for at .../usage/top, its path escaped as usage's,
@@ -53,8 +58,9 @@ func TestTopRequests(t *testing.T) {
 	}
 }
 
-// TestTopTable: the overview, notes on the callers not read, then a row per limit of each
-// caller, the caller's columns on its first row only.
+// TestTopTable: the overview, notes on the callers not read (a partial answer's coverage of
+// the keyspace, digests), then a row per limit of each caller, the caller's columns on its
+// first row only.
 func TestTopTable(t *testing.T) {
 	srv := newFakeUsageServer(t, testToken, http.StatusOK, topBody)
 	res := runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders")...)
@@ -63,7 +69,7 @@ func TestTopTable(t *testing.T) {
 	}
 	want := `POLICY   CALLERS   DENIED      TIER
 orders   42        7 (16.7%)   (each caller's own)
-(more callers hold counters than were read: raise --max)
+(partial: about 48,000 of the 1,000,000 keys in Redis examined (4.8%): more callers may hold counters; --all reads them all)
 (3 callers with identities over 128 bytes of key text not shown)
 
 CALLER             TIER      DECISION   LIMIT        USED   QUOTA   FULL AGAIN IN
@@ -151,5 +157,131 @@ func TestTopServerErrors(t *testing.T) {
 		if strings.Contains(res.stderr, testToken) {
 			t.Errorf("%d: the token reached stderr: %q", tc.status, res.stderr)
 		}
+	}
+}
+
+// pagedServer serves an overview in three parts: the first without continue, the second at
+// continue=p2 (refused once as one too many, Retry-After 1), the last at continue=p3. Alice
+// shows in the first and the last part (SCAN may return a key twice).
+func pagedServer(t *testing.T) *fakeUsageServer {
+	t.Helper()
+	caller := func(hash string, used int) string {
+		allowed := used < 10
+		return fmt.Sprintf(`{"identityHash":%q,"allowed":%v,"limits":[{"name":"per-minute","quota":10,"used":%d,"remaining":%d,"resetAfterMs":1000,"retryAfterMs":0}]}`,
+			hash, allowed, used, 10-used)
+	}
+	part := func(callers, denied int, complete bool, cont string, examined int, top ...string) string {
+		return fmt.Sprintf(`{"policy":"orders","callers":%d,"denied":%d,"deniedShare":0.5,"complete":%v,"truncated":%v,"continue":%q,`+
+			`"examined":%d,"keys":1200,"top":[%s]}`, callers, denied, complete, !complete, cont, examined, strings.Join(top, ","))
+	}
+	refused := false
+	srv := newFakeUsageServer(t, testToken, http.StatusOK, "")
+	srv.respond = func(q url.Values) (int, string, string) {
+		switch q.Get("continue") {
+		case "":
+			return http.StatusOK, "", part(3, 1, false, "p2", 500, caller("aaaa000000000000", 10), caller("bbbb000000000000", 4), caller("cccc000000000000", 1))
+		case "p2":
+			if !refused {
+				refused = true
+				return http.StatusTooManyRequests, "1", `{"error":"usage overview: at most 1 overview a second each (a burst of 2)"}`
+			}
+			return http.StatusOK, "", part(1, 0, false, "p3", 500, caller("dddd000000000000", 7))
+		case "p3":
+			return http.StatusOK, "", part(2, 1, true, "", 500, caller("aaaa000000000000", 10), caller("eeee000000000000", 2))
+		}
+		return http.StatusBadRequest, "", `{"error":"continue: not a continuation of this server's overview"}`
+	}
+	return srv
+}
+
+// TestTopAllFollowsContinuations: --all asks part after part, passing each continuation and
+// the other parameters unchanged, waits the Retry-After of a 429 and asks again, and prints
+// the parts added up: 6 callers (alice, returned twice, counts in each part as the server
+// counted her), 2 denied, the top callers of all parts ranked together with alice once, the
+// keys examined capped at the keyspace, complete.
+func TestTopAllFollowsContinuations(t *testing.T) {
+	srv := pagedServer(t)
+	start := time.Now()
+	res := runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders", "--all", "--n", "3", "--tier", "gold", "-o", "json")...)
+	if res.code != 0 {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("done in %v: the 429's Retry-After of 1 s was not waited", waited)
+	}
+	var got usage.Top
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, res.stdout)
+	}
+	var hashes []string
+	for _, c := range got.Top {
+		hashes = append(hashes, c.IdentityHash)
+	}
+	if got.Callers != 6 || got.Denied != 2 || !got.Complete || got.Truncated || got.Continue != "" || got.Examined != 1200 || got.Keys != 1200 ||
+		!reflect.DeepEqual(hashes, []string{"aaaa000000000000", "dddd000000000000", "bbbb000000000000"}) {
+		t.Errorf("added up: %+v (top %q)", got, hashes)
+	}
+	requireAskedInParts(t, srv)
+}
+
+// requireAskedInParts requires pagedServer asked for the first part, p2 twice (refused
+// once) and p3, each with n=3 and tier=gold.
+func requireAskedInParts(t *testing.T, srv *fakeUsageServer) {
+	t.Helper()
+	var conts []string
+	for _, r := range srv.requests() {
+		conts = append(conts, r.query.Get("continue"))
+		if r.query.Get("n") != "3" || r.query.Get("tier") != "gold" {
+			t.Errorf("a part asked with %v, want n=3 and tier=gold each time", r.query)
+		}
+	}
+	if !reflect.DeepEqual(conts, []string{"", "p2", "p2", "p3"}) {
+		t.Errorf("continuations sent %q, want the first part, p2 twice (refused once), p3", conts)
+	}
+}
+
+// TestTopAllTable: the table of the parts added up has no partial note.
+func TestTopAllTable(t *testing.T) {
+	srv := pagedServer(t)
+	res := runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders", "--all", "--n", "2")...)
+	want := `POLICY   CALLERS   DENIED      TIER
+orders   6         2 (33.3%)   (each caller's own)
+
+CALLER             TIER      DECISION   LIMIT        USED   QUOTA   FULL AGAIN IN
+aaaa000000000000   default   denied     per-minute   10     10      1s
+dddd000000000000   default   allowed    per-minute   7      10      1s
+`
+	if res.code != 0 || res.stdout != want {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", res.code, res.stderr, res.stdout, want)
+	}
+}
+
+// TestTopTooManyRequests: without --all a 429 is an error naming when to try again; with
+// --all the plugin waits and asks again, giving up after 30 refusals of one part.
+func TestTopTooManyRequests(t *testing.T) {
+	srv := newFakeUsageServer(t, testToken, http.StatusOK, "")
+	srv.respond = func(url.Values) (int, string, string) {
+		return http.StatusTooManyRequests, "0", `{"error":"usage overview: an overview of yours is under way: one at a time"}`
+	}
+	res := runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders")...)
+	want := "error: 429 Too Many Requests: usage overview: an overview of yours is under way: one at a time (retry after 0s)\n"
+	if res.code != 1 || res.stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", res.code, res.stderr, want)
+	}
+	res = runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders", "--all")...)
+	if res.code != 1 || !strings.Contains(res.stderr, "429 Too Many Requests") || len(srv.requests()) != 1+1+maxTopRetries {
+		t.Errorf("--all against a server refusing every request: exit %d, stderr %q, %d requests in all; want exit 1 after 1 + %d retries",
+			res.code, res.stderr, len(srv.requests()), maxTopRetries)
+	}
+}
+
+// TestTopOlderServer: a server from before continuations says truncated without coverage
+// nor continuation: the note says callers were not read, and --all stops after one part.
+func TestTopOlderServer(t *testing.T) {
+	old := `{"policy":"orders","callers":5,"denied":0,"deniedShare":0,"truncated":true,"top":[]}`
+	srv := newFakeUsageServer(t, testToken, http.StatusOK, old)
+	res := runPlugin(t, srv.args(t, "--kubeconfig", tokenKubeconfig(t), "top", "orders", "--all")...)
+	if res.code != 0 || !strings.Contains(res.stdout, "(more callers hold counters than were read: --all reads them all)") || len(srv.requests()) != 1 {
+		t.Errorf("exit %d, %d requests, stdout:\n%s", res.code, len(srv.requests()), res.stdout)
 	}
 }

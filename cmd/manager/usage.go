@@ -24,7 +24,7 @@ func (u *usageOptions) bind(fs *flag.FlagSet) {
 		"Address the usage API (HTTPS; TokenReview and SubjectAccessReview on ratelimitpolicies/usage) binds to, e.g. :8445; 0 disables it.")
 	fs.StringVar(&u.certDir, "usage-cert-dir", "",
 		"Directory of the usage API's tls.crt and tls.key, reloaded on change; absent files are made self-signed there (default: a self-signed pair in memory).")
-	fs.DurationVar(&u.timeout, "usage-redis-timeout", time.Second, "How long a usage read or change waits for Redis (each call; an overview of a policy's callers has 30 s in all).")
+	fs.DurationVar(&u.timeout, "usage-redis-timeout", time.Second, "How long a usage read or change waits for Redis (each call; an overview of a policy's callers has 10 s in all).")
 }
 
 // setup adds the usage API to mgr, reading Redis through rdb; nothing when it is off. The

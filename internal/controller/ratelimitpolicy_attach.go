@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 )
 
 // attach resolves p's targets and writes its ancestors; it returns the resolution (nil
@@ -40,7 +41,7 @@ func (r *PolicyReconciler) programDataPlane(ctx context.Context, p *v1alpha1.Rat
 	}
 	err := r.DataPlane.Sync(ctx, p, res)
 	if err != nil && r.Recorder != nil {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DataPlaneFailed", "Reconcile", "%s", err.Error())
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DataPlaneFailed", "Reconcile", "%s", eventnote.OneLine(err.Error()))
 	}
 	return err
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -214,7 +215,10 @@ func conditionPair(before, p *v1alpha1.RateLimitPolicy, typ string) (was, now *m
 	return meta.FindStatusCondition(before.Status.Conditions, typ), now, now != nil
 }
 
-// event reports a condition's new state on the policy.
+// event reports a condition's new state on the policy. The condition's message may quote
+// the policy's own text (a tier's CEL expression in a compile error, several lines long):
+// the Event's note keeps it to one line, so that no author writes a line that passes for
+// another Event.
 func (r *PolicyReconciler) event(p *v1alpha1.RateLimitPolicy, c *metav1.Condition) {
 	if r.Recorder == nil {
 		return
@@ -223,7 +227,7 @@ func (r *PolicyReconciler) event(p *v1alpha1.RateLimitPolicy, c *metav1.Conditio
 	if problemReasons[c.Reason] {
 		kind = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(p, nil, kind, c.Reason, "Reconcile", "%s", c.Message)
+	r.Recorder.Eventf(p, nil, kind, c.Reason, "Reconcile", "%s", eventnote.OneLine(c.Message))
 }
 
 // forget drops a policy that is gone from the trackers.

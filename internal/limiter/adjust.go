@@ -30,6 +30,9 @@ const (
 // MaxAdjustAmount is the largest Amount of a refund or grant.
 const MaxAdjustAmount = 1_000_000_000
 
+// MaxRequestIDBytes is the longest request id of an adjustment.
+const MaxRequestIDBytes = 256
+
 // AdjustRecordTTL is how long an adjustment's request id is remembered: a retry within it
 // gets the first reply back and changes nothing.
 const AdjustRecordTTL = 24 * time.Hour
@@ -43,7 +46,9 @@ type Adjustment struct {
 	// Amount is the units to refund or grant (1 to MaxAdjustAmount); 0 for a reset.
 	Amount int64
 	// RequestID makes the adjustment idempotent: retried under the same id it applies once
-	// (for AdjustRecordTTL). Required.
+	// (for AdjustRecordTTL). Required: 1 to MaxRequestIDBytes of printable ASCII without
+	// spaces (0x21 to 0x7E), since it is quoted in the Event and the log line that record the
+	// change, and a newline in it would write a line of its own there.
 	RequestID string
 }
 
@@ -85,8 +90,11 @@ func (a Adjustment) Validate() error {
 		return fmt.Errorf("amount: a %s takes 1 to %d units, got %d", a.Op, MaxAdjustAmount, a.Amount)
 	case a.RequestID == "":
 		return errors.New("requestId: required, so that a retry applies once")
-	case len(a.RequestID) > 256:
-		return fmt.Errorf("requestId: at most 256 bytes, got %d", len(a.RequestID))
+	case len(a.RequestID) > MaxRequestIDBytes:
+		return fmt.Errorf("requestId: at most %d bytes, got %d", MaxRequestIDBytes, len(a.RequestID))
+	}
+	if i := strings.IndexFunc(a.RequestID, func(r rune) bool { return r < 0x21 || r > 0x7e }); i >= 0 {
+		return fmt.Errorf("requestId: byte %d is not printable ASCII (0x21 to 0x7E: no spaces, control or non-ASCII characters)", i)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -417,6 +418,40 @@ func TestNoLeaseOfACredit(t *testing.T) {
 		}
 		if got := admits(t, l, p, "lessee", 12); got != 11 {
 			t.Fatalf("%s: 4 used of 10 and a credit of 5: %d of 12 admitted, want 11", alg, got)
+		}
+	}
+}
+
+// TestAdjustmentValidate: an adjustment names its bad field. A request id is 1 to 256 bytes
+// of printable ASCII without spaces: one with a newline would write a line of its own into
+// the Event and log line that record the change ("a\ngrant by system:admin ..." forged a
+// second grant there), so it is refused, as are spaces, tabs, DEL and non-ASCII text.
+func TestAdjustmentValidate(t *testing.T) {
+	for _, id := range []string{"ticket-42", "kubectl-0123456789abcdef0123456789abcdef", "OPS-1/2#3:\"x\"", strings.Repeat("a", 256)} {
+		if err := (Adjustment{Op: OpGrant, Amount: 1, RequestID: id}).Validate(); err != nil {
+			t.Errorf("request id %q: %v, want it accepted", id, err)
+		}
+	}
+	for _, c := range []struct {
+		a    Adjustment
+		want string
+	}{
+		{Adjustment{Op: "take", RequestID: "r"}, "op:"},
+		{Adjustment{Op: OpReset, Amount: 1, RequestID: "r"}, "amount:"},
+		{Adjustment{Op: OpGrant, RequestID: "r"}, "amount:"},
+		{Adjustment{Op: OpRefund, Amount: MaxAdjustAmount + 1, RequestID: "r"}, "amount:"},
+		{Adjustment{Op: OpGrant, Amount: 1}, "requestId: required"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: strings.Repeat("a", 257)}, "requestId: at most 256 bytes"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "a\ngrant by system:admin for caller 0000000000000000"}, "requestId: byte 1 is not printable"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "a\rb"}, "requestId: byte 1"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "ticket 42"}, "requestId: byte 6"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "t\t1"}, "requestId: byte 1"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "t\x7f"}, "requestId: byte 1"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "tü"}, "requestId: byte 1"},
+		{Adjustment{Op: OpGrant, Amount: 1, RequestID: "t\u2028grant"}, "requestId: byte 1"},
+	} {
+		if err := c.a.Validate(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error beginning %q", c.a, err, c.want)
 		}
 	}
 }

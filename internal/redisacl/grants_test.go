@@ -100,7 +100,8 @@ func managerWork(ctx context.Context, admin redis.UniversalClient, u *redisacl.U
 }
 
 // usageWork is the usage API's work in tenancy mode: a caller's usage read with a peek
-// through the read-only functions (FCALL_RO), the policy's callers listed (SCAN), and a
+// through the read-only functions (FCALL_RO), the policy's callers listed (a SCAN step, and
+// the keys Redis holds from INFO keyspace), and a
 // caller's counters granted and reset through the adjustment functions (FCALL), for every
 // algorithm.
 func usageWork(ctx context.Context, admin redis.UniversalClient) error {
@@ -117,8 +118,11 @@ func usageWork(ctx context.Context, admin redis.UniversalClient) error {
 		if pk := l.Peek(ctx, p, limiter.Request{Identity: "caller", Cost: 1}); pk.Source != limiter.SourceRedis || !pk.Allowed {
 			return fmt.Errorf("%s: peek decided by %s (allowed %v): %w", alg, pk.Source, pk.Allowed, pk.Err)
 		}
-		if c, err := l.Callers(ctx, p, 10); err != nil || len(c.Identities) != 0 {
+		if c, err := l.CallersStep(ctx, p, limiter.ScanPosition{}, 10); err != nil || len(c.Identities) != 0 {
 			return fmt.Errorf("%s: callers %v: %w", alg, c.Identities, err)
+		}
+		if _, err := l.KeyCount(ctx); err != nil {
+			return fmt.Errorf("%s: key count: %w", alg, err)
 		}
 		for _, a := range []limiter.Adjustment{{Op: limiter.OpGrant, Amount: 2}, {Op: limiter.OpReset}} {
 			a.Identity, a.RequestID = "caller", fmt.Sprintf("%s-%s", alg, a.Op)

@@ -12,7 +12,8 @@ type AdjustRequest struct {
 	// Amount is the units to refund or grant (1 to 1,000,000,000); none for a reset.
 	Amount int64 `json:"amount,omitempty"`
 	// RequestID makes the change idempotent: retried under the same id it applies once (for
-	// 24 hours). Required.
+	// 24 hours). Required: 1 to 256 bytes of printable ASCII without spaces (it is quoted in
+	// the Event recording the change); any other is refused with 400.
 	RequestID string `json:"requestId"`
 }
 

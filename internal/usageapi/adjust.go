@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
@@ -121,11 +122,15 @@ func answerOf(policy, identity string, tier *engine.Tier, op limiter.Op, out lim
 }
 
 // record leaves the change in the log and, unless it was a replay, as an Event on the policy:
-// who, what, the caller by hash, how much each limit freed, and the request id.
+// who, what, the caller by hash, how much each limit freed, and the request id. The Event's
+// note is free text printed as it is, so every name in it that a client or the namespace's
+// snapshot chose (the user, the tier, the limits, the request id) is quoted, and the note is
+// kept to one line: no value can write a line that passes for another change.
 func (s *Server) record(r *http.Request, who user.Info, act Action, ans *usage.Adjusted, requestID string) {
-	var applied []string
+	var applied, quoted []string
 	for _, l := range ans.Limits {
 		applied = append(applied, fmt.Sprintf("%s %+d (now %d of %d)", l.Name, l.Applied, l.Remaining, l.Quota))
+		quoted = append(quoted, fmt.Sprintf("%q %+d (now %d of %d)", l.Name, l.Applied, l.Remaining, l.Quota))
 	}
 	s.log.Info("usage changed", "user", who.GetName(), "namespace", act.Namespace, "policy", act.Policy,
 		"op", ans.Op, "identityHash", ans.IdentityHash, "tier", ans.Tier, "replayed", ans.Replayed,
@@ -138,18 +143,19 @@ func (s *Server) record(r *http.Request, who user.Info, act Action, ans *usage.A
 		s.log.Error(err, "no event for a usage change: the policy could not be read", "namespace", act.Namespace, "policy", act.Policy)
 		return
 	}
+	note := fmt.Sprintf("%s by %q for caller %s%s: %s (request id %q)", ans.Op, who.GetName(), ans.IdentityHash,
+		tierNote(ans.Tier), strings.Join(quoted, ", "), requestID)
 	s.events.Eventf(&pol, nil, corev1.EventTypeNormal, reasons[ans.Op], "Usage"+strings.ToUpper(ans.Op[:1])+ans.Op[1:],
-		"%s by %s for caller %s%s: %s (request id %s)", ans.Op, who.GetName(), ans.IdentityHash, tierNote(ans.Tier),
-		strings.Join(applied, ", "), requestID)
+		"%s", eventnote.OneLine(note))
 }
 
 // reasons are the Events' reasons by op.
 var reasons = map[string]string{"reset": "UsageReset", "refund": "UsageRefunded", "grant": "UsageGranted"}
 
-// tierNote names a tier in an Event, or nothing.
+// tierNote names a tier in an Event, quoted, or nothing.
 func tierNote(tier string) string {
 	if tier == "" {
 		return ""
 	}
-	return " (tier " + tier + ")"
+	return fmt.Sprintf(" (tier %q)", tier)
 }

@@ -11,6 +11,14 @@
 // needs get on ratelimitpolicies/usage (API group policy.ratelimit.dev) for that policy in that
 // namespace. It answers as the sidecar's check API answers a peek, from the snapshot the
 // namespace's sidecars enforce: 200 when a request of the cost would be admitted now, 429
-// when it would be denied, with every limit's quota, used, remaining and time to full. The
-// kubectl plugin (cmd/kubectl-ratelimit) is the way users reach it.
+// when it would be denied, with every limit's quota, used, remaining and time to full.
+//
+//	GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage/top?n=&max=&tier=&continue=
+//
+// (the same verb) ranks the policy's callers. It finds them with SCAN, which examines every
+// tenant's keys, so each request does a bounded amount of Redis work (budget.go) and answers
+// for the part of the keyspace it covered, with a continuation for the rest
+// (continuation.go); overviews are bounded per reader and in all (gate.go). Resets, refunds
+// and grants (adjust.go) need update. The kubectl plugin (cmd/kubectl-ratelimit) is the way
+// users reach it.
 package usageapi

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 )
 
 // TestReadQuery: a usage read's parameters become a peek of the named policy, and a bad one
@@ -34,16 +36,20 @@ func TestReadQuery(t *testing.T) {
 	}
 }
 
-// TestReadTopQuery: an overview's parameters, defaults when absent, and each bad one refused
-// naming it.
+// TestReadTopQuery: an overview's parameters, defaults when absent, a continuation read back
+// as its position, and each bad one refused naming it.
 func TestReadTopQuery(t *testing.T) {
 	q, err := readTopQuery(url.Values{})
 	if err != nil || q.n != defaultTopN || q.max != defaultTopMax || q.tier != "" {
 		t.Fatalf("defaults: %+v, %v", q, err)
 	}
 	q, err = readTopQuery(url.Values{"n": {"100"}, "max": {"100000"}, "tier": {"pro"}})
-	if err != nil || q.n != 100 || q.max != 100000 || q.tier != "pro" {
+	if err != nil || q.n != 100 || q.max != 100000 || q.tier != "pro" || q.at != (limiter.ScanPosition{}) {
 		t.Fatalf("n, max, tier: %+v, %v", q, err)
+	}
+	at := limiter.ScanPosition{Primary: 2, Cursor: 123456789}
+	if q, err = readTopQuery(url.Values{"continue": {encodeContinuation(at)}}); err != nil || q.at != at {
+		t.Fatalf("continue: %+v, %v; want the position %+v", q, err, at)
 	}
 	for _, c := range []struct {
 		q     url.Values
@@ -54,6 +60,9 @@ func TestReadTopQuery(t *testing.T) {
 		{url.Values{"max": {"100001"}}, "max:"},
 		{url.Values{"max": {"x"}}, "max:"},
 		{url.Values{"identity": {"a"}}, "identity: unknown parameter"},
+		{url.Values{"continue": {"not-a-position"}}, "continue:"},
+		{url.Values{"continue": {""}}, "continue:"},
+		{url.Values{"continue": {encodeContinuation(limiter.ScanPosition{}), encodeContinuation(limiter.ScanPosition{})}}, "continue:"},
 	} {
 		if _, err := readTopQuery(c.q); err == nil || !strings.HasPrefix(err.Error(), c.field) {
 			t.Errorf("%v: %v; want an error beginning %q", c.q, err, c.field)

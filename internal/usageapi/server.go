@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -27,6 +28,7 @@ const UsagePath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usa
 // Server answers the usage API. Safe for concurrent use.
 type Server struct {
 	guard   *Guard
+	gate    *gate
 	engines *engines
 	reader  client.Reader
 	events  events.EventRecorder
@@ -38,8 +40,8 @@ type Server struct {
 // namespaces' snapshot ConfigMaps and policies, lim reads and changes Redis, rec records
 // each change as an Event on its policy (nil: none).
 func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, rec events.EventRecorder, log logr.Logger) *Server {
-	s := &Server{guard: guard, engines: &engines{reader: reader, limiter: lim}, reader: reader, events: rec, log: log,
-		mux: http.NewServeMux()}
+	s := &Server{guard: guard, gate: newGate(time.Now), engines: &engines{reader: reader, limiter: lim}, reader: reader,
+		events: rec, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc(UsagePath, s.usage)
 	s.mux.HandleFunc(AdjustPath, s.adjust)
 	s.mux.HandleFunc(TopPath, s.top)

@@ -23,27 +23,31 @@ import (
 // TopPath is the route of a usage overview: the callers under the most pressure.
 const TopPath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage/top"
 
-// Bounds of a usage overview: callers shown (n) and callers read (max).
+// Bounds of a usage overview: callers shown (n) and callers read (max; the Redis budget of
+// budget.go stops it sooner when the server holds many keys), and its time in all.
 const (
 	defaultTopN, maxTopN     = 10, 100
 	defaultTopMax, maxTopMax = 10_000, 100_000
-	topWorkers               = 8
-	topTimeout               = 30 * time.Second
+	topWorkers               = 4
+	topTimeout               = 10 * time.Second
 )
 
 // errNoTier is the error of an overview asked for a tier the policy does not have.
 var errNoTier = errors.New("no such tier")
 
-// topQuery is what a usage overview asks: how many callers to show and to read at most, and
-// the tier to read every caller against ("": each caller's own).
+// topQuery is what a usage overview asks: how many callers to show and to read at most, the
+// tier to read every caller against ("": each caller's own), and where to go on from.
 type topQuery struct {
 	n, max int
 	tier   string
+	at     limiter.ScanPosition
 }
 
-// top answers a usage overview (verb get, as a read): every caller holding counters of the
-// policy is peeked (nothing debited) against its own tier or the one asked for, and the
-// callers with the highest share of a limit used are listed by hash, with the share denied.
+// top answers a usage overview (verb get, as a read): the callers holding counters of the
+// policy in the part of the keyspace one overview's Redis budget covers are peeked (nothing
+// debited) against their own tier or the one asked for, and the callers with the highest
+// share of a limit used are listed by hash, with the share denied. Overviews are bounded per
+// reader and in all (gate.go); beyond the bounds the answer is 429 with Retry-After.
 func (s *Server) top(w http.ResponseWriter, r *http.Request) {
 	sc, ok := s.open(w, r, "get")
 	if !ok {
@@ -60,29 +64,54 @@ func (s *Server) top(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusNotFound, fmt.Sprintf("policy: no policy %q in namespace %q", act.Policy, act.Namespace))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), topTimeout)
-	defer cancel()
-	ans, err := s.overview(ctx, g, rule, q)
-	if errors.Is(err, limiter.ErrNoIdentityInKeys) || errors.Is(err, errNoTier) {
+	asked, err := tierNamed(rule, q.tier)
+	if err != nil {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	done, refused := s.gate.enter(who.GetName())
+	if refused != nil {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(refused.retryAfter), 10))
+		jsonreply.Error(w, http.StatusTooManyRequests, "usage overview: "+refused.why)
+		return
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(r.Context(), topTimeout)
+	defer cancel()
+	ans, err := s.overview(ctx, g, rule, asked, q)
 	if err != nil {
-		s.log.Error(err, "usage overview failed", "namespace", act.Namespace, "policy", act.Policy)
-		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+		s.overviewFailed(w, act, err)
 		return
 	}
 	s.log.Info("usage overview", "user", who.GetName(), "namespace", act.Namespace, "policy", act.Policy,
-		"callers", ans.Callers, "denied", ans.Denied)
+		"callers", ans.Callers, "denied", ans.Denied, "complete", ans.Complete, "examined", ans.Examined, "keys", ans.Keys)
 	jsonreply.Write(w, http.StatusOK, ans)
 }
 
-// readTopQuery reads n, max and tier, naming a bad one.
+// overviewFailed answers an overview that could not be read: 400 for a continuation naming
+// a primary Redis lacks and for a policy whose keys name no identity, else 503 (Redis could
+// not be asked).
+func (s *Server) overviewFailed(w http.ResponseWriter, act Action, err error) {
+	switch {
+	case errors.Is(err, limiter.ErrScanPosition):
+		jsonreply.Error(w, http.StatusBadRequest, fmt.Sprintf("continue: %v: not a position of this server, or Redis's "+
+			"primaries changed since it was given; start again without it", err))
+	case errors.Is(err, limiter.ErrNoIdentityInKeys):
+		jsonreply.Error(w, http.StatusBadRequest, err.Error())
+	default:
+		s.log.Error(err, "usage overview failed", "namespace", act.Namespace, "policy", act.Policy)
+		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
+	}
+}
+
+// readTopQuery reads n, max, tier and continue, naming a bad one.
 func readTopQuery(v url.Values) (topQuery, error) {
 	q := topQuery{n: defaultTopN, max: defaultTopMax, tier: v.Get("tier")}
 	for name := range v {
-		if name != "n" && name != "max" && name != "tier" {
-			return q, fmt.Errorf("%s: unknown parameter (n, max and tier are read)", name)
+		switch name {
+		case "n", "max", "tier", "continue":
+		default:
+			return q, fmt.Errorf("%s: unknown parameter (n, max, tier and continue are read)", name)
 		}
 	}
 	for _, f := range []struct {
@@ -98,32 +127,49 @@ func readTopQuery(v url.Values) (topQuery, error) {
 			*f.to = n
 		}
 	}
+	if c, ok := v["continue"]; ok {
+		at, err := decodeContinuation(c[0])
+		if err != nil || len(c) > 1 {
+			return q, fmt.Errorf("continue: %w", errBadContinuation)
+		}
+		q.at = at
+	}
 	return q, nil
 }
 
-// overview reads every caller of rule's counters and ranks them.
-func (s *Server) overview(ctx context.Context, g *engine.Engine, rule *engine.Rule, q topQuery) (usage.Top, error) {
-	var asked *engine.Tier
-	if q.tier != "" {
-		for _, t := range rule.AllTiers() {
-			if t.Name == q.tier {
-				asked = t
-			}
-		}
-		if asked == nil {
-			return usage.Top{}, fmt.Errorf("tier: policy %q has no tier %q: %w", rule.Name(), q.tier, errNoTier)
+// tierNamed is rule's tier named name, nil for "" (each caller's own), or errNoTier.
+func tierNamed(rule *engine.Rule, name string) (*engine.Tier, error) {
+	if name == "" {
+		return nil, nil
+	}
+	for _, t := range rule.AllTiers() {
+		if t.Name == name {
+			return t, nil
 		}
 	}
-	found, err := g.Callers(ctx, rule, q.max)
+	return nil, fmt.Errorf("tier: policy %q has no tier %q: %w", rule.Name(), name, errNoTier)
+}
+
+// overview reads the callers of rule's counters in the part of the keyspace from q.at that
+// the budget covers, against asked (nil: each caller's own tier), and ranks them.
+func (s *Server) overview(ctx context.Context, g *engine.Engine, rule *engine.Rule, asked *engine.Tier, q topQuery) (usage.Top, error) {
+	found, err := scanWithin(ctx, g, rule, q.at, q.max, peekMicros(rule, asked))
 	if err != nil {
 		return usage.Top{}, err
 	}
-	callers, err := peekAll(ctx, g, rule, asked, found.Identities)
+	callers, err := peekAll(ctx, g, rule, asked, found.identities)
 	if err != nil {
 		return usage.Top{}, err
 	}
-	ans := usage.Top{Policy: rule.Name(), Tier: q.tier, Callers: len(callers), Truncated: found.Truncated,
-		Unreadable: found.Unreadable, Top: []usage.TopCaller{}}
+	keys, err := g.KeyCount(ctx)
+	if err != nil {
+		return usage.Top{}, err
+	}
+	ans := usage.Top{Policy: rule.Name(), Tier: q.tier, Callers: len(callers), Complete: found.done, Truncated: !found.done,
+		Examined: min(found.examined, keys), Keys: keys, Unreadable: found.unreadable, Top: []usage.TopCaller{}}
+	if !found.done {
+		ans.Continue = encodeContinuation(found.next)
+	}
 	for _, c := range callers {
 		if !c.Allowed {
 			ans.Denied++
@@ -133,7 +179,7 @@ func (s *Server) overview(ctx context.Context, g *engine.Engine, rule *engine.Ru
 		ans.DeniedShare = float64(ans.Denied) / float64(ans.Callers)
 	}
 	slices.SortFunc(callers, func(a, b usage.TopCaller) int {
-		return cmp.Or(cmp.Compare(pressure(b), pressure(a)), cmp.Compare(a.IdentityHash, b.IdentityHash))
+		return cmp.Or(cmp.Compare(b.Pressure(), a.Pressure()), cmp.Compare(a.IdentityHash, b.IdentityHash))
 	})
 	ans.Top = append(ans.Top, callers[:min(q.n, len(callers))]...)
 	return ans, nil
@@ -181,15 +227,4 @@ func peekCaller(ctx context.Context, g *engine.Engine, rule *engine.Rule, asked 
 		tc.Tier = c.Tier.Name
 	}
 	return tc, nil
-}
-
-// pressure is the highest share of a limit the caller has used.
-func pressure(c usage.TopCaller) float64 {
-	p := 0.0
-	for _, l := range c.Limits {
-		if l.Quota > 0 {
-			p = max(p, float64(l.Used)/float64(l.Quota))
-		}
-	}
-	return p
 }

@@ -1,5 +1,6 @@
-// Package layout holds the checks on how the repository's packages sit: production code never
-// imports test code, and a package is named for its folder.
+// Package layout holds the checks on how the repository sits: production code never imports
+// test code, a package is named for its folder, and no build output or large file is tracked
+// (files_test.go).
 package layout
 
 import (

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 )
 
@@ -121,10 +122,11 @@ func (r *Reconciler) redisFailed(ctx context.Context, ns string, s *corev1.Secre
 	return ctrl.Result{RequeueAfter: redisRetry}, nil
 }
 
-// event records an event on the Secret, if there is one.
+// event records an event on the Secret, if there is one, its note kept to one line (an
+// error from Redis or the API server is quoted in it as it came).
 func (r *Reconciler) event(s *corev1.Secret, kind, reason, format string, args ...any) {
 	if s != nil && r.Recorder != nil {
-		r.Recorder.Eventf(s, nil, kind, reason, "ReconcileRedisUser", format, args...)
+		r.Recorder.Eventf(s, nil, kind, reason, "ReconcileRedisUser", "%s", eventnote.OneLine(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -103,9 +103,33 @@ func Seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// item is a structured-field string naming one limit of a policy. Policy and limit names are
-// DNS labels, so they need no escaping.
-func item(policy, limit string) string { return `"` + policy + "/" + limit + `"` }
+// item is a structured-field string (RFC 8941 sf-string) naming one limit of a policy.
+// Compiled from a RateLimitPolicy, policy and limit names are DNS names and need no escaping;
+// but a snapshot is read from a ConfigMap that the namespace's editors may write, where a
+// name can hold anything: a quote and a comma there would add an item naming another policy
+// or quota to the header. So '"' and '\' are escaped, and bytes an sf-string cannot hold
+// (controls, non-ASCII) become '?'.
+func item(policy, limit string) string {
+	name := policy + "/" + limit
+	if strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r > 0x7e || r == '"' || r == '\\' }) < 0 {
+		return `"` + name + `"`
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := range len(name) {
+		switch c := name[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

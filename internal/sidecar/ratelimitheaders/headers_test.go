@@ -1,6 +1,7 @@
 package ratelimitheaders
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +45,43 @@ func TestCalendarWindowIsTheLocalDay(t *testing.T) {
 			t.Errorf("%s: Retry-After %q, want 10800", c.at, got[HeaderRetryAfter])
 		}
 	}
+}
+
+// TestNamesCannotAddHeaderItems: a snapshot read from a ConfigMap the namespace's editors
+// may write can name a limit anything. A name holding a quote and a comma would have closed
+// the sf-string and added an item naming another policy's quota to RateLimit-Policy (and
+// RateLimit); escaped, each header keeps one item per limit, and the name's control and
+// non-ASCII bytes become '?'.
+func TestNamesCannotAddHeaderItems(t *testing.T) {
+	forged := `x";q=1000000;w=1, "payments/per-day`
+	rule := &engine.Rule{Entry: snapshot.Entry{Name: "api", Limits: []snapshot.Limit{
+		{Name: forged, Requests: 5, PeriodMs: 60_000}, {Name: "a\\b\nü", Requests: 9, PeriodMs: 1000}}}}
+	outs := []engine.Outcome{{Rule: rule, Decision: limiter.Decision{Allowed: true, LimitName: forged, Remaining: 4}}}
+	got := map[string]string{}
+	for _, f := range forAt(outs, time.Now()) {
+		got[f.Name] = f.Value
+	}
+	wantPolicy := `"api/x\";q=1000000;w=1, \"payments/per-day";q=5;w=60, "api/a\\b???";q=9;w=1`
+	if got[HeaderPolicy] != wantPolicy || sfItems(got[HeaderPolicy]) != 2 {
+		t.Errorf("RateLimit-Policy %s (%d items)\nwant %s (2 items)", got[HeaderPolicy], sfItems(got[HeaderPolicy]), wantPolicy)
+	}
+	if n := sfItems(got[HeaderLimit]); n != 1 || !strings.HasPrefix(got[HeaderLimit], `"api/x\";q=1000000;w=1, \"payments/per-day";r=4;`) {
+		t.Errorf("RateLimit %s (%d items), want one item naming the forged limit escaped", got[HeaderLimit], n)
+	}
+}
+
+// sfItems counts the members of a structured-field list: commas outside sf-strings, plus one.
+func sfItems(v string) int {
+	n, quoted := 1, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			n++
+		}
+	}
+	return n
 }

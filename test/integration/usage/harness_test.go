@@ -43,12 +43,13 @@ type rig struct {
 	out    *proc.Buffer
 }
 
-// startRig runs the manager binary against the suite's control plane and a fresh Redis,
-// with the usage API on a free loopback port and its certificate written to a temp dir.
-func startRig(t *testing.T) *rig {
+// startRig runs the manager binary against the suite's control plane and a fresh Redis
+// (started with opts), with the usage API on a free loopback port and its certificate
+// written to a temp dir.
+func startRig(t *testing.T, opts ...redistest.Option) *rig {
 	t.Helper()
 	e := suite.Env(t)
-	r := &rig{env: e, rds: redistest.StartServer(t), out: &proc.Buffer{}}
+	r := &rig{env: e, rds: redistest.StartServer(t, opts...), out: &proc.Buffer{}}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := kube.WriteKubeconfig(e.Config, kubeconfig); err != nil {
 		t.Fatal(err)

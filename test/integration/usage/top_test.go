@@ -72,6 +72,20 @@ func requireTopOfA(t *testing.T, r *rig, reader, a string) {
 // returns the status, the decoded answer and the raw body.
 func (r *rig) top(t *testing.T, token, ns, query string) (int, usage.Top, string) {
 	t.Helper()
+	code, _, body := r.topRaw(t, token, ns, query)
+	var out usage.Top
+	if code == http.StatusOK {
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return code, out, body
+}
+
+// topRaw asks the usage API for ns's policyName overview with token and query; it returns
+// the status, the answer's headers and its body.
+func (r *rig) topRaw(t *testing.T, token, ns, query string) (int, http.Header, string) {
+	t.Helper()
 	u := fmt.Sprintf("%s/v1/namespaces/%s/ratelimitpolicies/%s/usage/top%s", r.url, ns, policyName, query)
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
@@ -87,11 +101,5 @@ func (r *rig) top(t *testing.T, token, ns, query string) (int, usage.Top, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out usage.Top
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, &out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return resp.StatusCode, out, strings.TrimSpace(string(body))
+	return resp.StatusCode, resp.Header, strings.TrimSpace(string(body))
 }
