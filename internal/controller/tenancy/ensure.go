@@ -89,7 +89,7 @@ func (r *Reconciler) create(ctx context.Context, ns string, place Place, old *co
 		return ctrl.Result{RequeueAfter: readTenantState(want).next(now, r.RotationPeriod, false)}, nil
 	}
 	s := newTenantSecret(ns, r.SecretName, r.userName(ns), password, now)
-	setAnnotation(s, AnnotationBackend, place.Backend)
+	setBackend(s, place.Backend)
 	err = r.Create(ctx, s)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):

@@ -113,7 +113,7 @@ func (r *Reconciler) follow(ctx context.Context, ns string, want *corev1.Secret,
 				return err
 			}
 		}
-		setAnnotation(want, AnnotationBackend, place.Backend)
+		setBackend(want, place.Backend)
 		if st.leaving && st.left == place.Backend {
 			forgetLeft(want)
 		} else {
@@ -168,16 +168,17 @@ func (r *Reconciler) deleteFrom(ctx context.Context, name, ns string) error {
 	return users.Delete(ctx, r.userName(ns))
 }
 
-// setAnnotation sets key to v, removing it when v is empty.
-func setAnnotation(s *corev1.Secret, key, v string) {
+// setBackend records that the user lives on the Redis of the RedisBackend named name; no
+// annotation for the default Redis.
+func setBackend(s *corev1.Secret, name string) {
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	if v == "" {
-		delete(s.Annotations, key)
+	if name == backend.Default {
+		delete(s.Annotations, AnnotationBackend)
 		return
 	}
-	s.Annotations[key] = v
+	s.Annotations[AnnotationBackend] = name
 }
 
 // forgetLeft drops the retirement of the user from a Redis its namespace left.
