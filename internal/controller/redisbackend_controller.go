@@ -375,8 +375,8 @@ func (r *RedisBackendReconciler) allBackends(ctx context.Context, _ client.Objec
 // namespaceChanges passes what changes the namespaces a backend serves: a namespace
 // created or deleted, or its labels changed.
 func namespaceChanges() predicate.Predicate {
-	changed := labelsChanged()
 	return predicate.Funcs{
-		UpdateFunc: changed.Update,
+		UpdateFunc: labelsChanged().Update,
+		// Created and deleted: the default true. Generic: none come.
 	}
 }

@@ -458,13 +458,18 @@ func (r *Redises) stop(b *Redis) {
 	}
 }
 
-// fail records why the backend named name cannot be (re)connected. A connection it
-// already has stays: its last credentials keep serving, as a mounted Secret's do.
+// fail records why the backend named name cannot be (re)connected, and tells only when
+// that changed (the RedisBackend controller retries on its own: telling it of the same
+// failure again would have it read the Secret in a loop). A connection it already has
+// stays: its last credentials keep serving, as a mounted Secret's do.
 func (r *Redises) fail(name string, err error) {
 	r.mu.Lock()
+	prev, had := r.problems[name]
 	r.problems[name] = err
 	r.mu.Unlock()
-	r.notify(name)
+	if !had || prev.Error() != err.Error() {
+		r.notify(name)
+	}
 }
 
 // disconnect stops and forgets the backend named name: it was deleted.

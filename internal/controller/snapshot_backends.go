@@ -86,10 +86,13 @@ func (r *SnapshotReconciler) namespacesWithPolicies(ctx context.Context, _ clien
 	return namespaceRequests(out)
 }
 
-// labelsChanged passes a namespace's creation and label changes: what selection reads.
+// labelsChanged passes a namespace's label changes: what selection reads. Not its
+// creation: a new namespace has no policy yet (the policy's creation syncs it), and every
+// namespace the informer lists at start-up must not cost a sync.
 func labelsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc:  func(e event.UpdateEvent) bool { return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) },
+		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

@@ -158,9 +158,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Redises != nil {
 		// The Redis serving a namespace changes with its labels and with the RedisBackends:
 		// its user follows.
-		relabelled := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
-		}}
+		// Only relabelling: a namespace created has no policy yet (the policy's creation
+		// brings it here), and every namespace the informer lists at start-up must not cost
+		// a Secret read and a user deletion on every node.
+		relabelled := predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+			},
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		}
 		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceNamed), builder.OnlyMetadata,
 			builder.WithPredicates(relabelled)).
 			Watches(&v1alpha1.RedisBackend{}, handler.EnqueueRequestsFromMapFunc(r.withPolicies),

@@ -167,7 +167,7 @@ type move struct {
 // on the old one for the grace, then goes. A sidecar built from the new snapshot decides
 // on the new Redis from a fresh counter; the old sidecar keeps deciding on the old Redis
 // until the grace ends, and is refused after. A second backend selecting the namespace
-// (its name sorts later) reports Conflict naming it.
+// (its name sorts later) reports Conflict naming it, and its missing Secret.
 func TestRedisBackendMove(t *testing.T) {
 	e := suite(t)
 	ctx := ctxFor(t)
@@ -181,7 +181,8 @@ func TestRedisBackendMove(t *testing.T) {
 	creds := adminCredentials(t, e, system)
 	w.first, w.later = "a-"+w.ns, "z-"+w.ns
 	newBackend(t, e, w.first, w.newRedis.Addr(), creds, w.ns)
-	newBackend(t, e, w.later, wait.FreeAddr(t), creds, w.ns) // nothing listens: only its Conflict matters
+	// Its Secret does not exist and nothing listens at its address: only its status matters.
+	newBackend(t, e, w.later, wait.FreeAddr(t), &v1alpha1.SecretReference{Namespace: system, Name: "missing"}, w.ns)
 	startBackendManager(t, e, w.def, grace, system, w.ns)
 
 	create(t, e, yearlyPolicy(w.ns, "api", 100))
@@ -247,10 +248,15 @@ func (w *move) checkPublished(t *testing.T, e *kube.Env) {
 func (w *move) checkStatuses(t *testing.T, e *kube.Env) {
 	t.Helper()
 	waitBackend(t, e, w.first, "Ready, serving the moved namespace", servingReady(w.ns))
-	conflicted := waitBackend(t, e, w.later, "Conflict over the namespace", func(b *v1alpha1.RedisBackend) error {
+	conflicted := waitBackend(t, e, w.later, "Conflict over the namespace, its Secret missing", func(b *v1alpha1.RedisBackend) error {
 		c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionConflict)
 		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, w.ns+" (served by RedisBackend "+w.first+")") {
 			return fmt.Errorf("Conflict %+v", c)
+		}
+		ready := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonCredentialsUnavailable ||
+			!strings.Contains(ready.Message, "missing") {
+			return fmt.Errorf("Ready %+v", ready)
 		}
 		return nil
 	})
