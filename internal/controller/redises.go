@@ -143,9 +143,6 @@ type Redises struct {
 	problems map[string]error // why a backend is not connected
 }
 
-// Default is the default Redis.
-func (r *Redises) Default() *Redis { return r.def }
-
 // enabled reports whether RedisBackends are on.
 func (r *Redises) enabled() bool { return r != nil && r.reader != nil }
 

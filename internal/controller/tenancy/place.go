@@ -105,7 +105,8 @@ func (r *Reconciler) wanted() int {
 // the Redis it left: kept there, accepting the current passwords, for Grace (sidecars reach
 // that Redis until the kubelet refreshes their snapshot), then deleted. st is the state the
 // Secret held before. A second move within the grace deletes the user from the first Redis
-// at once; a move back cancels the retirement.
+// at once, unless it moves back there: then the user stays, and is retired from the Redis
+// it left instead.
 func (r *Reconciler) follow(ctx context.Context, ns string, want *corev1.Secret, st tenantState, place Place, now time.Time) error {
 	if st.backend != place.Backend {
 		if st.leaving && st.left != place.Backend && st.left != st.backend {
@@ -113,13 +114,9 @@ func (r *Reconciler) follow(ctx context.Context, ns string, want *corev1.Secret,
 				return err
 			}
 		}
-		setBackend(want, place.Backend)
-		if st.leaving && st.left == place.Backend {
-			forgetLeft(want)
-		} else {
-			want.Annotations[AnnotationLeftBackend] = st.backend
-			want.Annotations[AnnotationLeftDeleteAfter] = formatTime(now.Add(r.Grace))
-		}
+		setBackend(want, place.Backend) // a retirement from place itself (moved back) ends here
+		want.Annotations[AnnotationLeftBackend] = st.backend
+		want.Annotations[AnnotationLeftDeleteAfter] = formatTime(now.Add(r.Grace))
 		logf.FromContext(ctx).Info("redis user follows its namespace to another Redis", "namespace", ns,
 			"user", r.userName(ns), "from", backend.Describe(st.backend), "to", backend.Describe(place.Backend))
 		r.event(want, corev1.EventTypeNormal, "RedisUserMoved",

@@ -295,3 +295,66 @@ func (w *move) checkRetired(ctx context.Context, t *testing.T, e *kube.Env, old 
 		t.Errorf("Redis refused the manager's administrative user: %v", refused)
 	}
 }
+
+// TestRedisBackendMoveBack: a namespace moved to a RedisBackend and back to the default
+// Redis within the grace keeps its user on the default Redis throughout (never deleted
+// there), and its user on the backend's Redis goes after the grace; each move is a
+// RedisChanged event, and the snapshot names the default Redis again.
+func TestRedisBackendMoveBack(t *testing.T) {
+	e := suite(t)
+	ctx := ctxFor(t)
+	const grace = 3 * time.Second
+	oldRedis := redistest.StartServer(t, adminACL(t), redistest.WithArgs(protectedRedis...))
+	newRedis := redistest.StartServer(t, adminACL(t), redistest.WithArgs(protectedRedis...))
+	def := adminOn(t, redisconn.ModeStandalone, []string{oldRedis.Addr()}, oldRedis)
+	away := &tenantRedis{servers: []*redistest.Server{newRedis}}
+	system, ns := kube.NewNamespace(t, e, "back-system-"), kube.NewNamespace(t, e, "back-")
+	name := "away-" + ns
+	newBackend(t, e, name, newRedis.Addr(), adminCredentials(t, e, system), ns)
+	startBackendManager(t, e, def, grace, system, ns)
+	create(t, e, yearlyPolicy(ns, "api", 100))
+	waitReady(t, e, ns, "api")
+	password := string(waitCredentials(t, e, ns).Data["password"])
+
+	labelNamespace(t, e, ns, ns)
+	wait.Eventually(t, readyTimeout, "the user on the backend's Redis, named by the snapshot", func() error {
+		_, s, err := getSnapshot(e, ns)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(s.Redis.Addrs, []string{newRedis.Addr()}) {
+			return fmt.Errorf("the snapshot names %v", s.Redis.Addrs)
+		}
+		return away.userEverywhere(ctx, t, tenantPrefix+ns, password)
+	})
+	labelNamespace(t, e, ns, "elsewhere") // back, within the grace
+	watchUntil := time.Now().Add(2*grace + time.Second)
+	for time.Now().Before(watchUntil) { // the user never leaves the default Redis
+		if err := def.userEverywhere(ctx, t, tenantPrefix+ns, password); err != nil {
+			t.Fatalf("the namespace came back within the grace and its user left the default Redis: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wait.Eventually(t, readyTimeout, "the user gone from the backend's Redis", func() error {
+		return away.userNowhere(ctx, t, tenantPrefix+ns)
+	})
+	if _, s := waitSnapshot(t, e, ns, "api"); !slices.Equal(s.Redis.Addrs, []string{oldRedis.Addr()}) {
+		t.Errorf("the snapshot names %v, want the default Redis %s", s.Redis.Addrs, oldRedis.Addr())
+	}
+	wait.Eventually(t, readyTimeout, "two RedisChanged events", func() error {
+		evs, err := policyEvents(e, ns, "api")
+		if err != nil {
+			return err
+		}
+		var n int32
+		for _, ev := range evs {
+			if ev.Reason == v1alpha1.ReasonRedisChanged {
+				n += eventCount(ev)
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d RedisChanged events", n)
+		}
+		return nil
+	})
+}
