@@ -41,12 +41,13 @@ func snapshotRedis(topo redisconn.Topology, functions bool) snapshot.Redis {
 		TLS: topo.TLS, Functions: functions}
 }
 
-// announceMove tells each policy of a namespace that moved from one Redis to another that
-// its counters start fresh: nothing is carried between Redises (two trust domains; the old
-// one may be the hostile one), and the keys left on the old one expire by their TTL.
-func (r *SnapshotReconciler) announceMove(ctx context.Context, ns string, items []v1alpha1.RateLimitPolicy, from, to string) {
+// announceMove tells each policy of a namespace that moved from one Redis to another (to
+// another backend, or its backend pointed elsewhere) that its counters start fresh:
+// nothing is carried between Redises (two trust domains; the old one may be the hostile
+// one), and the keys left on the old one expire by their TTL.
+func (r *SnapshotReconciler) announceMove(ctx context.Context, ns string, items []v1alpha1.RateLimitPolicy, from, to redisPlace) {
 	logf.FromContext(ctx).Info("namespace moved to another Redis: its counters start fresh there", "namespace", ns,
-		"from", backend.Describe(from), "to", backend.Describe(to))
+		"from", from.String(), "to", to.String())
 	if r.Recorder == nil {
 		return
 	}
@@ -56,7 +57,7 @@ func (r *SnapshotReconciler) announceMove(ctx context.Context, ns string, items 
 		}
 		r.Recorder.Eventf(&items[i], nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisChanged, "Publish",
 			"namespace %s moved from %s to %s: this policy's counters start fresh there (nothing is copied between Redises), and its keys left on %s expire by their TTL",
-			ns, backend.Describe(from), backend.Describe(to), backend.Describe(from))
+			ns, from, to, backend.Describe(from.backend))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,13 +40,32 @@ type published struct {
 	data    []byte
 	version string
 	owners  []metav1.OwnerReference
+	place   redisPlace
+}
+
+// redisPlace is where a snapshot says a namespace's counters live: which Redis, and how
+// sidecars reach it.
+type redisPlace struct {
 	backend string // the RedisBackend serving the namespace; "" the default Redis
+	redis   snapshot.Redis
+}
+
+// differs reports whether a and b are different Redises: another backend, or the same one
+// pointed elsewhere.
+func (a redisPlace) differs(b redisPlace) bool {
+	return a.backend != b.backend || a.redis.Mode != b.redis.Mode || !slices.Equal(a.redis.Addrs, b.redis.Addrs) ||
+		a.redis.MasterName != b.redis.MasterName || a.redis.DB != b.redis.DB
+}
+
+// String names the place for people: the Redis and its addresses.
+func (a redisPlace) String() string {
+	return backend.Describe(a.backend) + " (" + strings.Join(a.redis.Addrs, ", ") + ")"
 }
 
 // write creates or updates the ConfigMap when its data, labels, owners or backend differ.
-// It returns the backend the ConfigMap named before, and whether that differs from p's (the
-// namespace moved; false when there was no ConfigMap).
-func (r *SnapshotReconciler) write(ctx context.Context, ns string, p published) (from string, moved bool, err error) {
+// When it updated one, was is the place the ConfigMap named before (nil when it could not
+// be read).
+func (r *SnapshotReconciler) write(ctx context.Context, ns string, p published) (was *redisPlace, err error) {
 	var cm corev1.ConfigMap
 	key := types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}
 	err = r.Get(ctx, key, &cm)
@@ -54,28 +74,30 @@ func (r *SnapshotReconciler) write(ctx context.Context, ns string, p published) 
 		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
 		fill(&cm, p)
 		if err := r.Create(ctx, &cm); err != nil {
-			return "", false, fmt.Errorf("create snapshot %s: %w", key, err)
+			return nil, fmt.Errorf("create snapshot %s: %w", key, err)
 		}
 		snapshotWrites.WithLabelValues("create").Inc()
 		logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", p.version, "bytes", len(p.data),
-			"redis", backend.Describe(p.backend))
-		return "", false, nil
+			"redis", p.place.String())
+		return nil, nil
 	case err != nil:
-		return "", false, fmt.Errorf("get snapshot %s: %w", key, err)
+		return nil, fmt.Errorf("get snapshot %s: %w", key, err)
 	}
-	from = cm.Annotations[AnnotationBackend]
 	want := cm.DeepCopy()
 	fill(want, p)
 	if equalConfigMaps(&cm, want) {
-		return from, false, nil
+		return nil, nil
 	}
 	if err := r.Update(ctx, want); err != nil {
-		return "", false, fmt.Errorf("update snapshot %s: %w", key, err)
+		return nil, fmt.Errorf("update snapshot %s: %w", key, err)
 	}
 	snapshotWrites.WithLabelValues("update").Inc()
 	logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", p.version, "bytes", len(p.data),
-		"redis", backend.Describe(p.backend))
-	return from, from != p.backend, nil
+		"redis", p.place.String())
+	if old, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey])); err == nil {
+		return &redisPlace{backend: cm.Annotations[AnnotationBackend], redis: old.Redis}, nil
+	}
+	return nil, nil
 }
 
 func fill(cm *corev1.ConfigMap, p published) {
@@ -88,10 +110,10 @@ func fill(cm *corev1.ConfigMap, p published) {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[snapshot.AnnotationVersion] = p.version
-	if p.backend == backend.Default {
+	if p.place.backend == backend.Default {
 		delete(cm.Annotations, AnnotationBackend)
 	} else {
-		cm.Annotations[AnnotationBackend] = p.backend
+		cm.Annotations[AnnotationBackend] = p.place.backend
 	}
 	cm.Data = map[string]string{snapshot.DataKey: string(p.data)}
 	cm.BinaryData = nil

@@ -117,12 +117,13 @@ func (r *SnapshotReconciler) sync(ctx context.Context, ns string) (time.Time, er
 		r.Publications.record(ctx, ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies and %d overrides is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), len(verdicts), size, snapshot.MaxBytes)})
 		return time.Time{}, nil
 	}
-	from, moved, err := r.write(ctx, ns, published{data: data, version: snap.Version, owners: owners, backend: where})
+	now := redisPlace{backend: where, redis: snap.Redis}
+	was, err := r.write(ctx, ns, published{data: data, version: snap.Version, owners: owners, place: now})
 	if err != nil {
 		return time.Time{}, err
 	}
-	if moved {
-		r.announceMove(ctx, ns, list.Items, from, where)
+	if was != nil && was.differs(now) {
+		r.announceMove(ctx, ns, list.Items, *was, now)
 	}
 	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
 	st := stateOf(snap)
