@@ -1,5 +1,5 @@
 // Package v1alpha1 contains the v1alpha1 API of the policy.ratelimit.dev group: the
-// RateLimitPolicy and RateLimitOverride custom resources.
+// RateLimitPolicy and RateLimitOverride custom resources, and the cluster-scoped RedisBackend.
 // +kubebuilder:object:generate=true
 // +groupName=policy.ratelimit.dev
 package v1alpha1
@@ -23,7 +23,8 @@ var (
 
 // addKnownTypes registers the group's kinds with s.
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &RateLimitPolicy{}, &RateLimitPolicyList{}, &RateLimitOverride{}, &RateLimitOverrideList{})
+	s.AddKnownTypes(GroupVersion, &RateLimitPolicy{}, &RateLimitPolicyList{}, &RateLimitOverride{}, &RateLimitOverrideList{},
+		&RedisBackend{}, &RedisBackendList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

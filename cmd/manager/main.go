@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,10 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	webhookv1alpha1 "github.com/ratelimit-dev/ratelimit-operator/internal/webhook/v1alpha1"
@@ -47,6 +50,7 @@ type options struct {
 	webhookPort   int
 	certDir       string
 	keyPrefix     string
+	backends      bool
 	redis         redisconn.Options
 	tenancy       tenancyOptions
 	memory        memoryOptions
@@ -81,6 +85,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 		"How often the Lua scripts are checked on every Redis primary (SCRIPT EXISTS) and reloaded after a restart or SCRIPT FLUSH.")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "",
 		"Directory holding the webhook's tls.crt and tls.key (default: controller-runtime's temp dir).")
+	fs.BoolVar(&o.backends, "redis-backends", true,
+		"Serve the namespaces a RedisBackend selects on its Redis (their scripts, users and memory checks there); false serves every namespace on the --redis-* Redis.")
 	o.redis.BindFlags(fs)
 	o.tenancy.bind(fs)
 	o.memory.bind(fs)
@@ -142,14 +148,17 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.Setup(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules, Gateway: gateway,
-		Functions: o.tenancy.enabled, Memory: o.memory.monitor(nodes, o.tenancy.usersPrefix())}); err != nil {
+	unknownUsers := tenancy.NewUnknown() // users found unasked, on any Redis
+	redises, err := controller.SetupRedises(mgr, rdb, o.redis.Topology(), controller.Config{Resync: o.scriptResync, Rules: rules,
+		Gateway: gateway, Functions: o.tenancy.enabled, Memory: o.memory.monitor(nodes, o.tenancy.usersPrefix()),
+		Backends: o.backendsConfig(unknownUsers)})
+	if err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
-	if err := o.tenancy.setup(mgr, nodes, o.redis, o.scriptResync, o.keyPrefix); err != nil {
+	if err := o.tenancy.setup(mgr, nodes, o.redis, o.scriptResync, o.keyPrefix, redises, unknownUsers); err != nil {
 		return err
 	}
-	closeUsage, err := o.usage.setup(mgr, rdb)
+	closeUsage, err := o.usage.setup(mgr, redises)
 	if err != nil {
 		return err
 	}
@@ -177,6 +186,21 @@ func run(o options) error {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// backendsConfig is the RedisBackends' settings; nil with --redis-backends=false. Their
+// users' repair loops report users found unasked on unknown, as the default Redis's does.
+func (o *options) backendsConfig(unknown chan event.GenericEvent) *controller.BackendsConfig {
+	if !o.backends {
+		return nil
+	}
+	cfg := &controller.BackendsConfig{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
+		return o.memory.monitor(nodes, o.tenancy.usersPrefix())
+	}}
+	if o.tenancy.enabled {
+		cfg.Users = &controller.BackendUsers{Prefix: o.tenancy.userPrefix, Resync: o.scriptResync, Unknown: unknown}
+	}
+	return cfg
 }
 
 func managerOptions(o options) ctrl.Options {

@@ -9,9 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -68,15 +70,21 @@ func (t *tenancyOptions) addCache(byObject map[client.Object]cache.ByObject) {
 	}
 }
 
-// setup registers the per-namespace users on nodes when enabled.
+// setup registers the per-namespace users on nodes (the default Redis) and, with
+// RedisBackends on, on the Redis of each (redises) when enabled; unknown is the repair
+// loops' shared channel.
 func (t *tenancyOptions) setup(mgr ctrl.Manager, nodes redisacl.Nodes, ro redisconn.Options, resync time.Duration,
-	keyPrefix string) error {
+	keyPrefix string, redises *controller.Redises, unknown chan event.GenericEvent) error {
 	if !t.enabled {
 		return nil
 	}
-	err := tenancy.Setup(mgr, tenancy.Options{Nodes: nodes, Topology: ro.Topology(),
+	o := tenancy.Options{Nodes: nodes, Topology: ro.Topology(),
 		SecretName: t.secretName, UserPrefix: t.userPrefix, RotationPeriod: t.rotationPeriod, Grace: t.grace,
-		Resync: resync, KeyPrefix: keyPrefix, AllowEvalSHA: t.allowEvalSHA})
+		Resync: resync, KeyPrefix: keyPrefix, AllowEvalSHA: t.allowEvalSHA, Unknown: unknown}
+	if redises.Enabled() {
+		o.Redises = redises
+	}
+	err := tenancy.Setup(mgr, o)
 	if err != nil {
 		return fmt.Errorf("--redis-tenant-*: %w", err)
 	}

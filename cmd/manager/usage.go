@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
@@ -27,16 +26,13 @@ func (u *usageOptions) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&u.timeout, "usage-redis-timeout", time.Second, "How long a usage read or change waits for Redis (each call; an overview of a policy's callers has 10 s in all).")
 }
 
-// setup adds the usage API to mgr, reading Redis through rdb; nothing when it is off. The
-// returned function releases the limiter it made.
-func (u *usageOptions) setup(mgr ctrl.Manager, rdb redis.UniversalClient) (func(), error) {
+// setup adds the usage API to mgr, reading each namespace's counters on the Redis serving
+// it; nothing when it is off. The returned function releases the limiters it made.
+func (u *usageOptions) setup(mgr ctrl.Manager, redises usageapi.Redises) (func(), error) {
 	if u.addr == "0" || u.addr == "" {
 		return func() {}, nil
 	}
-	lim, err := limiter.New(rdb, limiter.Options{Timeout: u.timeout})
-	if err != nil {
-		return nil, fmt.Errorf("usage api limiter: %w", err)
-	}
+	lim := usageapi.NewLimiters(redises, limiter.Options{Timeout: u.timeout})
 	guard, err := usageapi.NewGuard(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		lim.Close()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
@@ -45,8 +46,12 @@ const RedisRetry = 5 * time.Second
 // SnapshotReconciler's job (coalesced per namespace).
 type PolicyReconciler struct {
 	client.Client
-	// Scripts keeps the Lua scripts loaded.
+	// Scripts keeps the Lua scripts loaded on the default Redis.
 	Scripts *ScriptLoader
+	// Redises says which Redis serves each namespace (RedisBackends): its scripts and its
+	// memory monitor are the ones a policy reports. Nil: the default Redis (Scripts,
+	// Memory) serves every namespace.
+	Redises *Redises
 	// Snapshots says what each namespace's snapshot holds (the snapshot controller
 	// publishes it) and when that changes.
 	Snapshots PublishedView
@@ -62,7 +67,8 @@ type PolicyReconciler struct {
 	Gateways *GatewayAPI
 	// DataPlane keeps the gateways' SecurityPolicies and AuthorizationPolicies; nil for none.
 	DataPlane *DataPlane
-	// Memory assesses whether Redis keeps the counters (CountersProtected); nil for none.
+	// Memory assesses whether the default Redis keeps the counters (CountersProtected); nil
+	// turns the condition off, for every Redis.
 	Memory *redismemory.Monitor
 
 	memoryChanged chan event.GenericEvent // the monitor's assessment changed
@@ -104,7 +110,8 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 // evaluate sets every condition and says when to look again.
 func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPolicy) ctrl.Result {
 	p.Status.ObservedGeneration = p.Generation
-	r.setCountersProtected(p)
+	rt := r.route(ctx, p.Namespace)
+	r.setCountersProtected(p, rt)
 	compiled, errs := compileWith(r.Compiler, r.Rules)(p)
 	if len(errs) > 0 {
 		r.setInvalid(ctx, p, errs.ToAggregate().Error())
@@ -114,11 +121,11 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	s := compiled.Limiter.Script()
 	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
 	res := ctrl.Result{}
-	if err := r.Scripts.Ensure(ctx); err != nil {
+	if err := r.ensureScripts(ctx, rt); err != nil {
 		setCondition(p, v1alpha1.ConditionScriptsLoaded, false, v1alpha1.ReasonRedisUnavailable, err.Error())
 		res.RequeueAfter = RedisRetry
 	} else {
-		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, v1alpha1.ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary")
+		setCondition(p, v1alpha1.ConditionScriptsLoaded, true, v1alpha1.ReasonScriptsLoaded, "script "+s.Name+" is loaded on every Redis primary"+of(rt))
 	}
 	attached, err := r.publish(ctx, p, compiled)
 	if err == nil {
@@ -130,6 +137,35 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 	}
 	setReady(p)
 	return res
+}
+
+// route is the Redis serving namespace ns: the default one without RedisBackends, and when
+// the cache cannot say (a route without a connection, whose error says why).
+func (r *PolicyReconciler) route(ctx context.Context, ns string) Route {
+	if r.Redises == nil {
+		return Route{Redis: &Redis{Scripts: r.Scripts, Memory: r.Memory}}
+	}
+	rt, err := r.Redises.Route(ctx, ns)
+	if err != nil {
+		return Route{Err: err}
+	}
+	return rt
+}
+
+// ensureScripts makes sure the scripts are loaded on the Redis of rt.
+func (r *PolicyReconciler) ensureScripts(ctx context.Context, rt Route) error {
+	if rt.Redis == nil {
+		return rt.notConnected()
+	}
+	return rt.Redis.Scripts.Ensure(ctx)
+}
+
+// of is " of RedisBackend <name>" for a backend's Redis, "" for the default one.
+func of(rt Route) string {
+	if rt.Backend == backend.Default {
+		return ""
+	}
+	return " of " + backend.Describe(rt.Backend)
 }
 
 // publish reports whether p's compiled entry is published. For a policy with targetRefs
@@ -282,6 +318,10 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	if r.memoryChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.memoryChanged, handler.EnqueueRequestsFromMapFunc(r.allPolicies)))
+	}
+	if r.Redises.enabled() {
+		// A backend's scripts or memory changed, or it connected or went.
+		b = b.WatchesRawSource(source.Channel(r.Redises.policies, handler.EnqueueRequestsFromMapFunc(r.allPolicies)))
 	}
 	return r.watchAttachments(b).Complete(r)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -28,38 +30,77 @@ func (r *SnapshotReconciler) lastPublished(ctx context.Context, ns string) Publi
 	return Published{Snapshot: s, Owners: cm.OwnerReferences}
 }
 
-// write creates or updates the ConfigMap when its data, labels or owners differ.
-func (r *SnapshotReconciler) write(ctx context.Context, ns string, data []byte, version string, owners []metav1.OwnerReference) error {
+// AnnotationBackend on a snapshot ConfigMap names the RedisBackend whose Redis the
+// snapshot names; absent for the manager's default Redis. It tells a later sync that the
+// namespace moved, and from where.
+const AnnotationBackend = "policy.ratelimit.dev/redis-backend"
+
+// published is what a snapshot ConfigMap is written to hold.
+type published struct {
+	data    []byte
+	version string
+	owners  []metav1.OwnerReference
+	place   redisPlace
+}
+
+// redisPlace is where a snapshot says a namespace's counters live: which Redis, and how
+// sidecars reach it.
+type redisPlace struct {
+	backend string // the RedisBackend serving the namespace; "" the default Redis
+	redis   snapshot.Redis
+}
+
+// differs reports whether a and b are different Redises: another backend, or the same one
+// pointed elsewhere.
+func (a redisPlace) differs(b redisPlace) bool {
+	return a.backend != b.backend || a.redis.Mode != b.redis.Mode || !slices.Equal(a.redis.Addrs, b.redis.Addrs) ||
+		a.redis.MasterName != b.redis.MasterName || a.redis.DB != b.redis.DB
+}
+
+// String names the place for people: the Redis and its addresses.
+func (a redisPlace) String() string {
+	return backend.Describe(a.backend) + " (" + strings.Join(a.redis.Addrs, ", ") + ")"
+}
+
+// write creates or updates the ConfigMap when its data, labels, owners or backend differ.
+// When it updated one, was is the place the ConfigMap named before (nil when it could not
+// be read).
+func (r *SnapshotReconciler) write(ctx context.Context, ns string, p published) (was *redisPlace, err error) {
 	var cm corev1.ConfigMap
 	key := types.NamespacedName{Namespace: ns, Name: snapshot.ConfigMapName}
-	err := r.Get(ctx, key, &cm)
+	err = r.Get(ctx, key, &cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
-		fill(&cm, data, version, owners)
+		fill(&cm, p)
 		if err := r.Create(ctx, &cm); err != nil {
-			return fmt.Errorf("create snapshot %s: %w", key, err)
+			return nil, fmt.Errorf("create snapshot %s: %w", key, err)
 		}
 		snapshotWrites.WithLabelValues("create").Inc()
-		logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", version, "bytes", len(data))
-		return nil
+		logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", p.version, "bytes", len(p.data),
+			"redis", p.place.String())
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("get snapshot %s: %w", key, err)
+		return nil, fmt.Errorf("get snapshot %s: %w", key, err)
 	}
 	want := cm.DeepCopy()
-	fill(want, data, version, owners)
+	fill(want, p)
 	if equalConfigMaps(&cm, want) {
-		return nil
+		return nil, nil
 	}
 	if err := r.Update(ctx, want); err != nil {
-		return fmt.Errorf("update snapshot %s: %w", key, err)
+		return nil, fmt.Errorf("update snapshot %s: %w", key, err)
 	}
 	snapshotWrites.WithLabelValues("update").Inc()
-	logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", version, "bytes", len(data))
-	return nil
+	logf.FromContext(ctx).Info("published snapshot", "namespace", ns, "version", p.version, "bytes", len(p.data),
+		"redis", p.place.String())
+	if old, err := snapshot.Parse([]byte(cm.Data[snapshot.DataKey])); err == nil {
+		return &redisPlace{backend: cm.Annotations[AnnotationBackend], redis: old.Redis}, nil
+	}
+	return nil, nil
 }
 
-func fill(cm *corev1.ConfigMap, data []byte, version string, owners []metav1.OwnerReference) {
+func fill(cm *corev1.ConfigMap, p published) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
@@ -68,10 +109,15 @@ func fill(cm *corev1.ConfigMap, data []byte, version string, owners []metav1.Own
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[snapshot.AnnotationVersion] = version
-	cm.Data = map[string]string{snapshot.DataKey: string(data)}
+	cm.Annotations[snapshot.AnnotationVersion] = p.version
+	if p.place.backend == backend.Default {
+		delete(cm.Annotations, AnnotationBackend)
+	} else {
+		cm.Annotations[AnnotationBackend] = p.place.backend
+	}
+	cm.Data = map[string]string{snapshot.DataKey: string(p.data)}
 	cm.BinaryData = nil
-	cm.OwnerReferences = owners
+	cm.OwnerReferences = p.owners
 }
 
 func equalConfigMaps(a, b *corev1.ConfigMap) bool {
@@ -79,6 +125,7 @@ func equalConfigMaps(a, b *corev1.ConfigMap) bool {
 		len(a.BinaryData) == 0 && a.Labels[snapshot.LabelSnapshot] == "true" &&
 		a.Labels["app.kubernetes.io/managed-by"] == "ratelimit-operator" &&
 		a.Annotations[snapshot.AnnotationVersion] == b.Annotations[snapshot.AnnotationVersion] &&
+		a.Annotations[AnnotationBackend] == b.Annotations[AnnotationBackend] &&
 		slices.EqualFunc(a.OwnerReferences, b.OwnerReferences, func(x, y metav1.OwnerReference) bool {
 			return x.UID == y.UID && x.Name == y.Name
 		})

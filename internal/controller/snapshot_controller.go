@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,8 +29,14 @@ import (
 // one per policy.
 type SnapshotReconciler struct {
 	client.Client
-	// Redis is the topology published to sidecars (never credentials).
+	// Redis is the default Redis's topology published to sidecars (never credentials), and
+	// whether the scripts are functions (for every Redis).
 	Redis snapshot.Redis
+	// Redises, when set, says which Redis serves each namespace (RedisBackends): its
+	// topology is published instead, and a namespace that moved is told on each policy.
+	Redises *Redises
+	// Recorder emits the RedisChanged event on the policies of a namespace that moved.
+	Recorder events.EventRecorder
 	// Rules are the installation's validation settings (the key prefix), as the webhook's.
 	Rules policy.Rules
 	// CoalesceDelay is how long policy events wait to be merged. Default 250ms.
@@ -84,7 +91,11 @@ func (r *SnapshotReconciler) sync(ctx context.Context, ns string) (time.Time, er
 	if err != nil {
 		return time.Time{}, err
 	}
-	snap, owners, err := snapshotOver(compileWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, r.Redis, items, r.lastPublished(ctx, ns))
+	where, redis, err := r.redisOf(ctx, ns)
+	if err != nil {
+		return time.Time{}, err
+	}
+	snap, owners, err := snapshotOver(compileWith(r.Compiler, r.Rules), r.Rules.Prefix(), ns, redis, items, r.lastPublished(ctx, ns))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -106,8 +117,13 @@ func (r *SnapshotReconciler) sync(ctx context.Context, ns string) (time.Time, er
 		r.Publications.record(ctx, ns, publishedState{problem: fmt.Sprintf("the snapshot of %d policies and %d overrides is %d bytes with its owner references, over the %d-byte ConfigMap budget: split policies across namespaces or shorten them", len(snap.Policies), len(verdicts), size, snapshot.MaxBytes)})
 		return time.Time{}, nil
 	}
-	if err := r.write(ctx, ns, data, snap.Version, owners); err != nil {
+	now := redisPlace{backend: where, redis: snap.Redis}
+	was, err := r.write(ctx, ns, published{data: data, version: snap.Version, owners: owners, place: now})
+	if err != nil {
 		return time.Time{}, err
+	}
+	if was != nil && was.differs(now) {
+		r.announceMove(ctx, ns, list.Items, *was, now)
 	}
 	snapshotBytes.WithLabelValues(ns).Set(float64(len(data)))
 	st := stateOf(snap)
@@ -158,6 +174,9 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.RateLimitPolicy{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, enqueue(0), builder.WithPredicates(isSnapshot()))
+	if r.Redises.enabled() {
+		b = r.watchBackends(b)
+	}
 	if r.Overrides {
 		b = b.Watches(&v1alpha1.RateLimitOverride{}, enqueue(delay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))

@@ -44,7 +44,7 @@ func configMapOf(t *testing.T, ns string, ps ...v1alpha1.RateLimitPolicy) *corev
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ConfigMapName}}
-	fill(cm, data, s.Version, owners)
+	fill(cm, published{data: data, version: s.Version, owners: owners, place: redisPlace{redis: s.Redis}})
 	return cm
 }
 

@@ -93,11 +93,12 @@ func (o *Options) universal() (*redis.UniversalOptions, error) {
 	}, nil
 }
 
-// credentials is the provider reading o.CredentialsPath for each new connection, nil
-// without AUTH. The first read happens here, so a missing Secret stops start-up.
+// credentials is the provider reading o.CredentialsPath for each new connection (else
+// o.Credentials), nil without AUTH. The first read happens here, so a missing Secret stops
+// start-up.
 func (o *Options) credentials() (func(context.Context) (string, string, error), error) {
 	if o.CredentialsPath == "" {
-		return nil, nil
+		return o.Credentials, nil
 	}
 	f, err := newCredentialsFile(o.CredentialsPath)
 	if err != nil {

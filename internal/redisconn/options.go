@@ -4,6 +4,7 @@
 package redisconn
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,8 +35,12 @@ type Options struct {
 	// DB is the logical database; standalone and Sentinel only (Cluster has only 0).
 	DB int
 	// CredentialsPath is a mounted kubernetes.io/basic-auth Secret: a directory holding
-	// "username" and "password" files. Empty means no AUTH.
+	// "username" and "password" files. Empty means no AUTH, unless Credentials is set.
 	CredentialsPath string
+	// Credentials, when set (and CredentialsPath is not), supplies the AUTH user and
+	// password for each new connection: the manager's for a RedisBackend, whose Secret it
+	// reads through the API server. Never bound to a flag.
+	Credentials func(ctx context.Context) (username, password string, err error)
 	// TLS configures TLS; off by default.
 	TLS TLSOptions
 }
@@ -85,6 +90,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DB < 0 {
 		return fmt.Errorf("--redis-db: %d is negative", o.DB)
+	}
+	if o.CredentialsPath != "" && o.Credentials != nil {
+		return errors.New("--redis-credentials-path: set together with in-memory credentials")
 	}
 	return o.TLS.validate()
 }

@@ -21,8 +21,11 @@ type TLSOptions struct {
 	// Sentinels and the primary they name.
 	Enabled bool
 	// CAPath is a PEM bundle of the CAs trusted to sign server certificates. Empty means the
-	// system roots.
+	// system roots (or CA).
 	CAPath string
+	// CA is a PEM bundle of the CAs trusted to sign server certificates, held in memory (a
+	// RedisBackend's, read from a Secret); CAPath and CA are exclusive. Never bound to a flag.
+	CA []byte
 	// ServerName overrides the name verified in server certificates (and sent as SNI).
 	// Empty means the host of each address dialled.
 	ServerName string
@@ -53,6 +56,7 @@ func (t *TLSOptions) validate() error {
 			{"--redis-tls-server-name", t.ServerName},
 			{"--redis-tls-cert-path", t.CertPath},
 			{"--redis-tls-key-path", t.KeyPath},
+			{"tls.caSecretRef", string(t.CA)},
 		} {
 			if f.value != "" {
 				return fmt.Errorf("%s: requires --redis-tls", f.name)
@@ -65,6 +69,8 @@ func (t *TLSOptions) validate() error {
 		return errors.New("--redis-tls-key-path: required with --redis-tls-cert-path")
 	case t.KeyPath != "" && t.CertPath == "":
 		return errors.New("--redis-tls-cert-path: required with --redis-tls-key-path")
+	case t.CAPath != "" && len(t.CA) > 0:
+		return errors.New("--redis-tls-ca-path: set together with an in-memory CA bundle")
 	}
 	return nil
 }
@@ -80,6 +86,13 @@ func (t *TLSOptions) config() (*tls.Config, error) {
 		pool, err := loadCAPool(t.CAPath)
 		if err != nil {
 			return nil, fmt.Errorf("--redis-tls-ca-path: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if len(t.CA) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(t.CA) {
+			return nil, errors.New("tls CA bundle: no PEM certificate")
 		}
 		cfg.RootCAs = pool
 	}

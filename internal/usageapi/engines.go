@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,11 +19,84 @@ import (
 // ErrNoSnapshot is the error of a namespace without a published snapshot (no policy).
 var ErrNoSnapshot = errors.New("no policy snapshot in the namespace")
 
+// Redises gives the client of the Redis holding a namespace's counters: the manager's
+// default Redis, or the RedisBackend's that serves the namespace (internal/controller's
+// Redises).
+type Redises interface {
+	// ClientFor is the client of the Redis serving namespace ns, and that Redis's name.
+	ClientFor(ctx context.Context, ns string) (name string, c redis.UniversalClient, err error)
+}
+
+// OneRedis is the Redises of a manager with one Redis, c.
+func OneRedis(c redis.UniversalClient) Redises { return oneRedis{c} }
+
+type oneRedis struct{ c redis.UniversalClient }
+
+func (o oneRedis) ClientFor(context.Context, string) (string, redis.UniversalClient, error) {
+	return "", o.c, nil
+}
+
+// Limiters are the usage API's limiters, one per Redis: built when a namespace on that
+// Redis is first read, and again when its client changes (a RedisBackend edited). Safe for
+// concurrent use.
+type Limiters struct {
+	redises Redises
+	opts    limiter.Options
+
+	mu sync.Mutex
+	by map[string]redisLimiter // by Redis name
+}
+
+// redisLimiter is a limiter and the client it asks.
+type redisLimiter struct {
+	client redis.UniversalClient
+	lim    *limiter.Limiter
+}
+
+// NewLimiters makes limiters with opts over the Redises r.
+func NewLimiters(r Redises, opts limiter.Options) *Limiters {
+	return &Limiters{redises: r, opts: opts, by: map[string]redisLimiter{}}
+}
+
+// forNamespace is the limiter on the Redis serving namespace ns.
+func (l *Limiters) forNamespace(ctx context.Context, ns string) (*limiter.Limiter, error) {
+	name, c, err := l.redises.ClientFor(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("redis of %s: %w", ns, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, ok := l.by[name]
+	if ok && cur.client == c {
+		return cur.lim, nil
+	}
+	lim, err := limiter.New(c, l.opts)
+	if err != nil {
+		return nil, fmt.Errorf("limiter of %s: %w", ns, err)
+	}
+	if ok {
+		cur.lim.Close() // its client was replaced
+	}
+	l.by[name] = redisLimiter{client: c, lim: lim}
+	return lim, nil
+}
+
+// Close releases every limiter.
+func (l *Limiters) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, cur := range l.by {
+		cur.lim.Close()
+		delete(l.by, name)
+	}
+}
+
 // engines holds one engine per namespace read, on the snapshot its sidecars enforce: the
-// one published in its ConfigMap. An engine is rebuilt only when that ConfigMap changes.
+// one published in its ConfigMap. An engine is rebuilt only when that ConfigMap changes;
+// its limiter is the one of the Redis serving the namespace now.
 type engines struct {
-	reader  client.Reader
-	limiter *limiter.Limiter
+	reader   client.Reader
+	limiters *Limiters
 
 	mu sync.Mutex
 	by map[string]*nsEngine
@@ -44,16 +118,21 @@ func (e *engines) forNamespace(ctx context.Context, ns string) (*engine.Engine, 
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot of %s: %w", ns, err)
 	}
+	lim, err := e.limiters.forNamespace(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if cur, ok := e.by[ns]; ok && cur.resourceVersion == cm.ResourceVersion {
+		cur.engine.SetLimiter(lim)
 		return cur.engine, nil
 	}
 	g := &engine.Engine{Store: &engine.Store{Namespace: ns}}
 	if err := g.Store.Load([]byte(cm.Data[snapshot.DataKey]), "configmap "+ns+"/"+snapshot.ConfigMapName); err != nil {
 		return nil, fmt.Errorf("snapshot of %s: %w", ns, err)
 	}
-	g.SetLimiter(e.limiter)
+	g.SetLimiter(lim)
 	if e.by == nil {
 		e.by = map[string]*nsEngine{}
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
@@ -37,10 +36,10 @@ type Server struct {
 }
 
 // NewServer serves usage reads and changes: guard decides who may, reader reads the
-// namespaces' snapshot ConfigMaps and policies, lim reads and changes Redis, rec records
-// each change as an Event on its policy (nil: none).
-func NewServer(guard *Guard, reader client.Reader, lim *limiter.Limiter, rec events.EventRecorder, log logr.Logger) *Server {
-	s := &Server{guard: guard, gate: newGate(time.Now), engines: &engines{reader: reader, limiter: lim}, reader: reader,
+// namespaces' snapshot ConfigMaps and policies, lims read and change each namespace's
+// Redis, rec records each change as an Event on its policy (nil: none).
+func NewServer(guard *Guard, reader client.Reader, lims *Limiters, rec events.EventRecorder, log logr.Logger) *Server {
+	s := &Server{guard: guard, gate: newGate(time.Now), engines: &engines{reader: reader, limiters: lims}, reader: reader,
 		events: rec, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc(UsagePath, s.usage)
 	s.mux.HandleFunc(AdjustPath, s.adjust)

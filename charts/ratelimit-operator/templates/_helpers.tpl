@@ -103,6 +103,7 @@ is left out so the binary's default applies. */}}
 {{- with $v.redis.tenantUsers.rotationPeriod }}{{ $a = append $a (printf "--redis-tenant-rotation-period=%s" .) }}{{ end -}}
 {{- with $v.redis.tenantUsers.passwordGrace }}{{ $a = append $a (printf "--redis-tenant-password-grace=%s" .) }}{{ end -}}
 {{- if $v.redis.tenantUsers.allowEvalSHA }}{{ $a = append $a "--redis-tenant-allow-evalsha" }}{{ end -}}
+{{- if not $v.redis.backends.enabled }}{{ $a = append $a "--redis-backends=false" }}{{ end -}}
 {{- with $v.redis.memory.checkInterval }}{{ $a = append $a (printf "--redis-memory-check-interval=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $v.redis.memory.scanKeysPerSecond) }}{{ $a = append $a (printf "--redis-memory-scan-keys-per-second=%v" (int64 $v.redis.memory.scanKeysPerSecond)) }}{{ end -}}
 {{- with $v.gatewayAPI.implementations }}{{ $a = append $a (printf "--gateway-implementations=%s" .) }}{{ end -}}

@@ -12,15 +12,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 )
 
 // ensure keeps the user and Secret of a namespace that has policies: created, repaired,
 // rotated when due, the previous password retired after its grace.
 func (r *Reconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
+	place, err := r.serving(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	switch {
 	case s == nil:
-		return r.create(ctx, ns, nil)
+		return r.create(ctx, ns, place, nil)
 	case !managedSecret(s):
 		r.event(s, corev1.EventTypeWarning, "SecretNotManaged",
 			"Secret %s lacks the labels %s=true and %s=%s, so the operator leaves it alone and namespace %s gets no Redis user of its own; delete it to let the operator create one",
@@ -32,14 +37,17 @@ func (r *Reconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (c
 	}
 	st := readTenantState(s)
 	if st.username != r.userName(ns) || len(st.password) < MinPasswordLength {
-		return r.create(ctx, ns, s) // hand-edited: a fresh password, trusted nowhere yet
+		return r.create(ctx, ns, place, s) // hand-edited: a fresh password, trusted nowhere yet
 	}
 	now := time.Now()
-	if err := r.apply(ctx, ns, st.hashes(now)); err != nil {
+	if err := r.apply(ctx, place, ns, st.hashes(now)); err != nil {
 		return r.redisFailed(ctx, ns, s, err)
 	}
 	want := s.DeepCopy()
 	delete(want.Annotations, AnnotationDeleteAfter) // a policy came back
+	if err := r.follow(ctx, ns, want, st, place, now); err != nil {
+		return r.redisFailed(ctx, ns, s, err)
+	}
 	if st.retiringHash != "" && !st.retiring(now) {
 		delete(want.Annotations, AnnotationRetiringHash)
 		delete(want.Annotations, AnnotationRetireAfter)
@@ -47,7 +55,7 @@ func (r *Reconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (c
 		r.event(s, corev1.EventTypeNormal, "PasswordRetired", "Redis no longer accepts the previous password of user %s", st.username)
 	}
 	if st.rotationDue(now, r.RotationPeriod) && !st.retiring(now) {
-		return r.rotate(ctx, ns, want, st, now)
+		return r.rotate(ctx, ns, place, want, st, now)
 	}
 	if err := r.updateIfChanged(ctx, s, want); err != nil {
 		return ctrl.Result{}, err
@@ -58,12 +66,12 @@ func (r *Reconciler) ensure(ctx context.Context, ns string, s *corev1.Secret) (c
 // create makes a fresh password, sets the user to accept only it on every node, then
 // publishes it: as a new Secret, or over old, a managed Secret holding no usable
 // credentials.
-func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) (ctrl.Result, error) {
+func (r *Reconciler) create(ctx context.Context, ns string, place Place, old *corev1.Secret) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, ns, []string{redisacl.HashPassword(password)}); err != nil {
+	if err := r.apply(ctx, place, ns, []string{redisacl.HashPassword(password)}); err != nil {
 		return r.redisFailed(ctx, ns, old, err)
 	}
 	now := time.Now()
@@ -71,6 +79,9 @@ func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) 
 		want := old.DeepCopy()
 		forgetRotation(want)
 		setTenantCredentials(want, r.userName(ns), password, now)
+		if err := r.follow(ctx, ns, want, readTenantState(old), place, now); err != nil {
+			return r.redisFailed(ctx, ns, old, err)
+		}
 		if err := r.Update(ctx, want); err != nil {
 			return ctrl.Result{}, fmt.Errorf("replace credentials in Secret %s/%s: %w", ns, r.SecretName, err)
 		}
@@ -78,6 +89,7 @@ func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) 
 		return ctrl.Result{RequeueAfter: readTenantState(want).next(now, r.RotationPeriod, false)}, nil
 	}
 	s := newTenantSecret(ns, r.SecretName, r.userName(ns), password, now)
+	setBackend(s, place.Backend)
 	err = r.Create(ctx, s)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -86,7 +98,8 @@ func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) 
 		return ctrl.Result{}, fmt.Errorf("create Secret %s/%s: %w", ns, r.SecretName, err)
 	}
 	logf.FromContext(ctx).Info("created redis user", "namespace", ns, "user", r.userName(ns), "secret", r.SecretName)
-	r.event(s, corev1.EventTypeNormal, "RedisUserCreated", "Redis user %s created on every node; its credentials are in this Secret", r.userName(ns))
+	r.event(s, corev1.EventTypeNormal, "RedisUserCreated", "Redis user %s created on every node of %s; its credentials are in this Secret",
+		r.userName(ns), backend.Describe(place.Backend))
 	return ctrl.Result{RequeueAfter: readTenantState(s).next(now, r.RotationPeriod, false)}, nil
 }
 
@@ -94,13 +107,13 @@ func (r *Reconciler) create(ctx context.Context, ns string, old *corev1.Secret) 
 // password (besides the current one) before the Secret shows it, and the current one
 // becomes the retiring one for Grace. If the Secret cannot be written, the next reconcile
 // sets Redis back to the Secret's passwords.
-func (r *Reconciler) rotate(ctx context.Context, ns string, want *corev1.Secret, st tenantState, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) rotate(ctx context.Context, ns string, place Place, want *corev1.Secret, st tenantState, now time.Time) (ctrl.Result, error) {
 	password, err := redisacl.NewPassword()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	previous := redisacl.HashPassword(st.password)
-	if err := r.apply(ctx, ns, []string{redisacl.HashPassword(password), previous}); err != nil {
+	if err := r.apply(ctx, place, ns, []string{redisacl.HashPassword(password), previous}); err != nil {
 		return r.redisFailed(ctx, ns, want, err)
 	}
 	setTenantCredentials(want, st.username, password, now)

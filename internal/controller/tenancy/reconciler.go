@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 )
 
 // Reconciler gives every namespace that has policies a Redis ACL user of its own,
@@ -37,8 +39,14 @@ type Reconciler struct {
 	// a cached copy that does not show this controller's last rotation yet would set Redis
 	// back to the previous password and lock out the sidecars that read the new one.
 	APIReader client.Reader
-	// Users keeps the users on every Redis node.
+	// Users keeps the users on every node of the default Redis.
 	Users *redisacl.Users
+	// Topology is the default Redis as sidecars reach it.
+	Topology redisconn.Topology
+	// Redises, when set, says which Redis serves each namespace (RedisBackends): its user
+	// lives there, and is retired from the Redis it left. Nil: every namespace on the
+	// default Redis.
+	Redises Redises
 	// Recorder emits events on the Secret (never its contents).
 	Recorder events.EventRecorder
 	// SecretName is the credentials Secret in each namespace.
@@ -47,8 +55,8 @@ type Reconciler struct {
 	UserPrefix string
 	// KeyPrefix is the operator's key prefix; each user may touch "{KeyPrefix<namespace>/*".
 	KeyPrefix string
-	// Commands are what each user may run (redisacl.TenantCommands).
-	Commands []string
+	// AllowEvalSHA grants the users EVALSHA besides FCALL (redisacl.TenantCommands).
+	AllowEvalSHA bool
 	// RotationPeriod is the age at which a password is replaced; 0 never.
 	RotationPeriod time.Duration
 	// Grace is how long a replaced password stays valid, and how long the user outlives
@@ -75,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer tenantUsers.Set(float64(r.Users.Wanted()))
+	defer func() { tenantUsers.Set(float64(r.wanted())) }()
 	if len(list.Items) == 0 {
 		return r.remove(ctx, ns, s)
 	}
@@ -95,20 +103,26 @@ func (r *Reconciler) secret(ctx context.Context, ns string) (*corev1.Secret, err
 	return &s, nil
 }
 
-// user is the namespace's ACL user accepting the passwords hashed.
-func (r *Reconciler) user(ns string, hashes []string) (redisacl.User, error) {
-	return redisacl.TenantUser(r.UserPrefix, r.KeyPrefix, ns, r.Commands, hashes)
+// user is the namespace's ACL user on place accepting the passwords hashed: the commands
+// a sidecar of that Redis's topology sends.
+func (r *Reconciler) user(place Place, ns string, hashes []string) (redisacl.User, error) {
+	commands := redisacl.TenantCommands(place.Topology.Mode == redisconn.ModeCluster, place.Topology.DB, r.AllowEvalSHA)
+	return redisacl.TenantUser(r.UserPrefix, r.KeyPrefix, ns, commands, hashes)
 }
 
 func (r *Reconciler) userName(ns string) string { return r.UserPrefix + ns }
 
-// apply sets the namespace's user, accepting exactly hashes, on every node.
-func (r *Reconciler) apply(ctx context.Context, ns string, hashes []string) error {
-	u, err := r.user(ns, hashes)
+// apply sets the namespace's user, accepting exactly hashes, on every node of place.
+func (r *Reconciler) apply(ctx context.Context, place Place, ns string, hashes []string) error {
+	users, err := place.users()
 	if err != nil {
 		return err
 	}
-	return r.Users.Ensure(ctx, u)
+	u, err := r.user(place, ns, hashes)
+	if err != nil {
+		return err
+	}
+	return users.Ensure(ctx, u)
 }
 
 // redisFailed reports that Redis did not take a change and retries after redisRetry (not
@@ -137,16 +151,61 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byName := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.SecretName })
 	// Only a policy's arrival and final removal change whether a namespace needs a user.
 	createOrDelete := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("tenant").
 		For(&corev1.Secret{}, builder.WithPredicates(byName)).
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(r.namespaceOf),
 			builder.WithPredicates(createOrDelete)).
-		WatchesRawSource(source.Channel(r.Unknown, handler.EnqueueRequestsFromMapFunc(r.namespaceOf))).
-		Complete(r)
+		WatchesRawSource(source.Channel(r.Unknown, handler.EnqueueRequestsFromMapFunc(r.namespaceOf)))
+	if r.Redises != nil {
+		// The Redis serving a namespace changes with its labels and with the RedisBackends:
+		// its user follows.
+		// Only relabelling: a namespace created has no policy yet (the policy's creation
+		// brings it here), and every namespace the informer lists at start-up must not cost
+		// a Secret read and a user deletion on every node.
+		relabelled := predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+			},
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		}
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceNamed), builder.OnlyMetadata,
+			builder.WithPredicates(relabelled)).
+			Watches(&v1alpha1.RedisBackend{}, handler.EnqueueRequestsFromMapFunc(r.withPolicies),
+				builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.Complete(r)
 }
 
 // namespaceOf maps any object to its namespace's request.
 func (r *Reconciler) namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: r.SecretName}}}
+	return []reconcile.Request{r.request(o.GetNamespace())}
+}
+
+// namespaceNamed maps a Namespace to its request.
+func (r *Reconciler) namespaceNamed(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{r.request(o.GetName())}
+}
+
+// withPolicies maps any event to the request of every namespace with a policy.
+func (r *Reconciler) withPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if ns := list.Items[i].Namespace; !seen[ns] {
+			seen[ns] = true
+			out = append(out, r.request(ns))
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) request(ns string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: r.SecretName}}
 }

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 )
 
 // remove retires the user of a namespace with no policy left. Sidecars may still enforce
@@ -37,7 +39,7 @@ func (r *Reconciler) remove(ctx context.Context, ns string, s *corev1.Secret) (c
 			"namespace", ns, "user", st.username, "deleteAfter", want.Annotations[AnnotationDeleteAfter])
 	}
 	if now.Before(st.deleteAfter) {
-		if err := r.apply(ctx, ns, st.hashes(now)); err != nil {
+		if err := r.applyOn(ctx, st.backend, ns, st.hashes(now)); err != nil {
 			return r.redisFailed(ctx, ns, s, err)
 		}
 		return ctrl.Result{RequeueAfter: st.next(now, r.RotationPeriod, true)}, nil
@@ -45,11 +47,27 @@ func (r *Reconciler) remove(ctx context.Context, ns string, s *corev1.Secret) (c
 	return r.deleteUser(ctx, ns, s)
 }
 
-// deleteUser deletes the namespace's user from every node, then s when it is the
-// operator's.
+// deleteUser deletes the namespace's user from every node of every Redis that may hold
+// it (the one serving the namespace, the one its Secret says holds it, the one it is
+// leaving), then s when it is the operator's.
 func (r *Reconciler) deleteUser(ctx context.Context, ns string, s *corev1.Secret) (ctrl.Result, error) {
-	if err := r.Users.Delete(ctx, r.userName(ns)); err != nil {
-		return r.redisFailed(ctx, ns, s, err)
+	places := map[string]bool{}
+	if p, err := r.serving(ctx, ns); err == nil {
+		places[p.Backend] = true
+	}
+	if s == nil {
+		places[backend.Default] = true // where it lived is not known: the repair loop found it there
+	} else {
+		st := readTenantState(s)
+		places[st.backend] = true
+		if st.leaving {
+			places[st.left] = true
+		}
+	}
+	for name := range places {
+		if err := r.deleteFrom(ctx, name, ns); err != nil {
+			return r.redisFailed(ctx, ns, s, err)
+		}
 	}
 	if s == nil {
 		return ctrl.Result{}, nil

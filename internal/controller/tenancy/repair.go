@@ -32,6 +32,8 @@ type Repairer struct {
 	Unknown chan<- event.GenericEvent
 	// Log receives repairs and failures.
 	Log logr.Logger
+	// OnRound, when set, is told the outcome of each round (a RedisBackend's UsersReady).
+	OnRound func(res redisacl.RepairResult, err error)
 }
 
 // Start implements manager.Runnable: a repair round every Resync until ctx ends.
@@ -50,6 +52,9 @@ func (p *Repairer) NeedLeaderElection() bool { return true }
 // round repairs every node once and reports what it found.
 func (p *Repairer) round(ctx context.Context) {
 	res, err := p.Users.Repair(ctx)
+	if p.OnRound != nil {
+		p.OnRound(res, err)
+	}
 	if res.Applied > 0 {
 		tenantRepairs.Add(float64(res.Applied))
 		p.Log.Info("redis users set again on nodes that had lost them", "users", res.Applied)

@@ -36,6 +36,16 @@ const (
 	// AnnotationDeleteAfter is when the user and the Secret go, once the namespace has no
 	// policy left (RFC 3339): sidecars still enforcing the last snapshot keep Redis until then.
 	AnnotationDeleteAfter = "policy.ratelimit.dev/delete-after"
+	// AnnotationBackend names the RedisBackend whose Redis holds the user; absent for the
+	// manager's default Redis.
+	AnnotationBackend = "policy.ratelimit.dev/redis-backend"
+	// AnnotationLeftBackend names the Redis the namespace left (empty: the default Redis),
+	// which keeps the user until AnnotationLeftDeleteAfter, for the sidecars that still reach
+	// it; present only while that lasts.
+	AnnotationLeftBackend = "policy.ratelimit.dev/left-redis-backend"
+	// AnnotationLeftDeleteAfter is when the user is deleted from the Redis its namespace left
+	// (RFC 3339).
+	AnnotationLeftDeleteAfter = "policy.ratelimit.dev/left-redis-backend-delete-after"
 
 	// MinPasswordLength is the shortest password accepted from a hand-edited Secret;
 	// a shorter one is replaced. Generated passwords are 43 characters.
@@ -50,6 +60,10 @@ type tenantState struct {
 	retireAfter        time.Time
 	rotateWanted       bool // AnnotationRotate differs from AnnotationRotateHandled
 	deleteAfter        time.Time
+	backend            string    // the RedisBackend holding the user; "" the default Redis
+	leaving            bool      // the user is being retired from the Redis named left
+	left               string    // that Redis; "" the default one
+	leftDeleteAfter    time.Time // when it is deleted there
 }
 
 // readTenantState parses the Secret; unparsable times read as zero.
@@ -63,7 +77,10 @@ func readTenantState(s *corev1.Secret) tenantState {
 		retireAfter:  parseTime(a[AnnotationRetireAfter]),
 		rotateWanted: a[AnnotationRotate] != "" && a[AnnotationRotate] != a[AnnotationRotateHandled],
 		deleteAfter:  parseTime(a[AnnotationDeleteAfter]),
+		backend:      a[AnnotationBackend],
 	}
+	st.left, st.leaving = a[AnnotationLeftBackend]
+	st.leftDeleteAfter = parseTime(a[AnnotationLeftDeleteAfter])
 	if st.created.IsZero() {
 		st.created = s.CreationTimestamp.Time
 	}
@@ -92,9 +109,11 @@ func (st tenantState) rotationDue(now time.Time, period time.Duration) bool {
 
 // next is how long until the state must be looked at again, 0 for never: the user's
 // removal while removing, else the previous password's retirement (a rotation asked for
-// meanwhile waits for it), else the next periodic rotation.
+// meanwhile waits for it), else the next periodic rotation; or the user's deletion from a
+// Redis its namespace left, when that comes first.
 func (st tenantState) next(now time.Time, period time.Duration, removing bool) time.Duration {
 	var at time.Time
+	set := true
 	switch {
 	case removing:
 		at = st.deleteAfter
@@ -103,6 +122,12 @@ func (st tenantState) next(now time.Time, period time.Duration, removing bool) t
 	case period > 0:
 		at = st.created.Add(period)
 	default:
+		set = false
+	}
+	if st.leaving && (!set || st.leftDeleteAfter.Before(at)) {
+		at, set = st.leftDeleteAfter, true
+	}
+	if !set {
 		return 0
 	}
 	return max(at.Sub(now), 0) + requeueSlack

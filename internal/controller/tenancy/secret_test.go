@@ -58,6 +58,34 @@ func TestTenantState(t *testing.T) {
 	}
 }
 
+// TestTenantStateLeaving: a Secret whose namespace left a Redis says which, and the
+// user's deletion there is looked at by its deadline, or earlier for a sooner one.
+func TestTenantStateLeaving(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := newTenantSecret("shop", DefaultSecretName, "ratelimit-ns-shop", "current", now)
+	setBackend(s, "isolated")
+	s.Annotations[AnnotationLeftBackend] = "" // the default Redis
+	s.Annotations[AnnotationLeftDeleteAfter] = formatTime(now.Add(time.Minute))
+	st := readTenantState(s)
+	if st.backend != "isolated" || !st.leaving || st.left != "" || !st.leftDeleteAfter.Equal(now.Add(time.Minute)) {
+		t.Fatalf("state %+v", st)
+	}
+	if d := st.next(now, 0, false); d != time.Minute+requeueSlack {
+		t.Errorf("next while leaving, nothing else pending: %s", d)
+	}
+	if d := st.next(now, 30*time.Second, false); d != 30*time.Second+requeueSlack {
+		t.Errorf("next with a rotation before the deletion: %s", d)
+	}
+	if d := st.next(now, time.Hour, false); d != time.Minute+requeueSlack {
+		t.Errorf("next with a rotation after the deletion: %s", d)
+	}
+	forgetLeft(s)
+	setBackend(s, "")
+	if st := readTenantState(s); st.leaving || st.backend != "" || st.next(now, 0, false) != 0 {
+		t.Errorf("after the deletion: %+v", st)
+	}
+}
+
 // TestTenantStateOldSecret: a Secret without the created annotation counts its password's
 // age from its creation; an unparsable time reads as none.
 func TestTenantStateOldSecret(t *testing.T) {

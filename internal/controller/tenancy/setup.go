@@ -50,6 +50,13 @@ type Options struct {
 	// AllowEvalSHA grants the users EVALSHA (never EVAL) besides FCALL, for an upgrade while
 	// sidecars of a version that calls the scripts with EVALSHA still run.
 	AllowEvalSHA bool
+	// Redises, when set, says which Redis serves each namespace (RedisBackends, which the
+	// API server must serve: their changes are watched): a namespace's user lives on that
+	// Redis's nodes. Nil: every namespace on Nodes.
+	Redises Redises
+	// Unknown, when set, is the channel the repair loops send the namespaces of managed
+	// users found unasked: the RedisBackends' loops share it with the default Redis's.
+	Unknown chan event.GenericEvent
 }
 
 // withDefaults fills in the defaults.
@@ -97,10 +104,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	o = o.withDefaults()
 	users := &redisacl.Users{Nodes: o.Nodes, Prefix: o.UserPrefix}
-	unknown := make(chan event.GenericEvent, 1024)
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: users,
-		Recorder: mgr.GetEventRecorder("ratelimit-operator"), SecretName: o.SecretName, UserPrefix: o.UserPrefix,
-		KeyPrefix: o.KeyPrefix, Commands: redisacl.TenantCommands(o.Topology.Mode == redisconn.ModeCluster, o.Topology.DB, o.AllowEvalSHA),
+	unknown := o.Unknown
+	if unknown == nil {
+		unknown = NewUnknown()
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: users, Topology: o.Topology,
+		Redises: o.Redises, Recorder: mgr.GetEventRecorder("ratelimit-operator"), SecretName: o.SecretName,
+		UserPrefix: o.UserPrefix, KeyPrefix: o.KeyPrefix, AllowEvalSHA: o.AllowEvalSHA,
 		RotationPeriod: o.RotationPeriod, Grace: o.Grace, Unknown: unknown}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
@@ -112,6 +122,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	return nil
 }
+
+// NewUnknown is a channel for Options.Unknown.
+func NewUnknown() chan event.GenericEvent { return make(chan event.GenericEvent, 1024) }
 
 // SecretCache is the manager cache entry for the credentials Secrets: only Secrets
 // named name are listed and watched (the ClusterRole grants no other), as snapshot

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -54,6 +53,7 @@ type App struct {
 
 	cfg    Config
 	store  *engine.Store
+	sink   *loadSignal // the store as the snapshot sources feed it
 	health *Health
 	reg    *prometheus.Registry
 }
@@ -67,7 +67,7 @@ func New(cfg Config) *App {
 	store := &engine.Store{Namespace: cfg.Namespace, Log: cfg.Log.WithName("snapshot"), Metrics: metrics}
 	e := &engine.Engine{Store: store, Metrics: metrics}
 	metrics.CountPipelines(e)
-	return &App{Engine: e, cfg: cfg, store: store, reg: reg,
+	return &App{Engine: e, cfg: cfg, store: store, sink: &loadSignal{Store: store}, reg: reg,
 		health: &Health{Store: store, Log: cfg.Log.WithName("health")}}
 }
 
@@ -98,29 +98,16 @@ func (a *App) serve(ctx context.Context, srv *servers, fronts []Front) error {
 		}
 	}
 	go a.health.WaitForRedis(ctx, time.Second)
-	rdb, err := a.redisClient(ctx)
+	conn, err := a.connect(ctx)
 	if err != nil {
 		srv.stop(context.Background())
 		return err
 	}
-	if rdb != nil {
-		defer func() { _ = rdb.Close() }() // shutting down; nothing to do about a close error
-		opts := a.cfg.Limiter
-		if opts.Leases.OnLease == nil {
-			opts.Leases.OnLease = a.Engine.Metrics.LeaseTaken
+	if conn != nil {
+		if len(a.cfg.Redis.Addrs) == 0 { // the topology is the snapshot's: follow it
+			conn = a.follow(ctx, conn, a.sink.signal())
 		}
-		if opts.Leases.OnUnacknowledged == nil {
-			opts.Leases.OnUnacknowledged = a.Engine.Metrics.LeaseHeld
-		}
-		lim, err := limiter.New(rdb, opts)
-		if err != nil {
-			srv.stop(context.Background())
-			return fmt.Errorf("limiter: %w", err)
-		}
-		defer lim.Close()
-		defer a.returnLeases(lim)
-		a.Engine.SetLimiter(lim)
-		a.health.SetPing(func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+		defer a.close(conn) // shutting down: after the fronts drained
 	}
 	<-ctx.Done()
 	a.health.Drain()

@@ -14,7 +14,7 @@ import (
 func (a *App) runSource(ctx context.Context) error {
 	log := a.cfg.Log
 	if a.cfg.SnapshotFile != "" {
-		src := &source.File{Path: a.cfg.SnapshotFile, Sink: a.store, Log: log.WithName("file")}
+		src := &source.File{Path: a.cfg.SnapshotFile, Sink: a.sink, Log: log.WithName("file")}
 		return src.Run(ctx)
 	}
 	cfg, err := ctrl.GetConfig() // --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config
@@ -25,6 +25,6 @@ func (a *App) runSource(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	src := &source.ConfigMap{Client: cs, Namespace: a.cfg.Namespace, Sink: a.store, Log: log.WithName("watch")}
+	src := &source.ConfigMap{Client: cs, Namespace: a.cfg.Namespace, Sink: a.sink, Log: log.WithName("watch")}
 	return src.Run(ctx)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
@@ -121,6 +122,22 @@ func startManager(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topolog
 // (tenancy.Setup, and the Secret cache cmd/manager adds then).
 func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topology,
 	tenants *tenancy.Options, namespaces ...string) (*manager, error) {
+	return startManagerSetup(e, rdb, topo, managerSetup{tenants: tenants}, namespaces...)
+}
+
+// managerSetup is what a manager of this suite runs beside the controllers.
+type managerSetup struct {
+	// tenants turns per-namespace Redis users on (tenancy.Setup).
+	tenants *tenancy.Options
+	// backends turns RedisBackends on, as cmd/manager does: each backend's memory checked
+	// every resync, its users (with tenants) repaired every resync.
+	backends bool
+}
+
+// startManagerSetup is startManager with what s asks besides.
+func startManagerSetup(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Topology,
+	s managerSetup, namespaces ...string) (*manager, error) {
+	tenants := s.tenants
 	counter := &requestCounter{}
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Wrap(counter.wrap)
@@ -134,12 +151,19 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	// With tenancy the scripts are functions too, as cmd/manager sets it up.
-	if err := controller.Setup(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenants != nil,
-		Memory: memoryMonitor(rdb, tenants)}); err != nil {
+	unknown := tenancy.NewUnknown()
+	redises, err := controller.SetupRedises(mgr, rdb, topo, controller.Config{Resync: resync, Functions: tenants != nil,
+		Memory: memoryMonitor(rdb, tenants), Backends: s.backendsConfig(unknown)})
+	if err != nil {
 		return nil, fmt.Errorf("set up controllers: %w", err)
 	}
 	if tenants != nil {
-		if err := tenancy.Setup(mgr, *tenants); err != nil {
+		o := *tenants
+		o.Unknown = unknown
+		if redises.Enabled() {
+			o.Redises = redises
+		}
+		if err := tenancy.Setup(mgr, o); err != nil {
 			return nil, fmt.Errorf("set up tenancy: %w", err)
 		}
 	}
@@ -148,6 +172,24 @@ func startManagerWith(e *kube.Env, rdb redis.UniversalClient, topo redisconn.Top
 		return nil, err
 	}
 	return m, nil
+}
+
+// backendsConfig is the RedisBackends' settings of s; nil when they are off.
+func (s managerSetup) backendsConfig(unknown chan event.GenericEvent) *controller.BackendsConfig {
+	if !s.backends {
+		return nil
+	}
+	cfg := &controller.BackendsConfig{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
+		m := &redismemory.Monitor{Nodes: nodes, CheckInterval: resync, ScanInterval: resync, ScanCount: redismemory.DefaultScanCount}
+		if s.tenants != nil {
+			m.TenantUserPrefix = tenantPrefix
+		}
+		return m
+	}}
+	if s.tenants != nil {
+		cfg.Users = &controller.BackendUsers{Prefix: tenantPrefix, Resync: resync, Unknown: unknown}
+	}
+	return cfg
 }
 
 // memoryMonitor is the Redis memory monitor of a manager on rdb, checking every resync:

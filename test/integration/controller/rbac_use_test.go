@@ -80,7 +80,23 @@ var rbacUsed = map[string][]string{
 	// (OwnerReferencesPermissionEnforcement) allows only to whoever may update the owner's
 	// finalizers. The finalizer itself is set through an Update of the policy.
 	"policy.ratelimit.dev/ratelimitpolicies/finalizers": {"update"},
+	// RedisBackendReconciler: Get in Reconcile, the cache's List+Watch (For and Watches,
+	// List in allBackends and setNamespaces; Redises.Route and Named read them from the
+	// cache; the snapshot and tenant controllers watch them too). Nothing writes one.
+	"policy.ratelimit.dev/redisbackends": {"get", "list", "watch"},
+	// RedisBackendReconciler.patchStatus: Status().Patch, and nothing else of the status.
+	"policy.ratelimit.dev/redisbackends/status": {"patch"},
+	// Which Redis serves a namespace reads its labels: the cache's List+Watch of the
+	// namespaces' metadata (Watches with OnlyMetadata in the RedisBackend, snapshot and
+	// tenant controllers; Get in Redises.Route and List in setNamespaces, served by it).
+	"/namespaces": {"list", "watch"},
 }
+
+// rbacUsedInNamespace is what the manager's namespaced Role (the second document of
+// config/rbac/role.yaml, bound in the operator's namespace only) must grant exactly: the
+// RedisBackendReconciler's Get of the Secrets a backend names (credentials, CA), through
+// the uncached API reader. No list, no watch: the manager caches no such Secret.
+var rbacUsedInNamespace = map[string][]string{"/secrets": {"get"}}
 
 // TestRBACUseGeneratedRoles: the manager binary, acting as a service account bound to
 // exactly config/rbac/role.yaml (ClusterRole) and config/rbac/leader_election_role.yaml
@@ -121,6 +137,7 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 	}
 	waitSnapshot(t, e, ns, names...)
 	waitCredentials(t, e, ns)
+	exerciseBackend(t, e, system)
 	checkNotForbidden(t, m1, "with role.yaml")
 	m1.term(t)
 
@@ -141,6 +158,23 @@ func TestRBACUseGeneratedRoles(t *testing.T) {
 	checkRoleIsUsed(t)
 }
 
+// exerciseBackend uses the RedisBackend permissions: a backend whose administrative
+// credentials live in the manager's namespace system (read with the namespaced Role) serves
+// a labelled namespace, its status written; the namespace's snapshot names its Redis.
+func exerciseBackend(t *testing.T, e *kube.Env, system string) {
+	t.Helper()
+	srv := redistest.StartServer(t, adminACL(t))
+	ns := kube.NewNamespace(t, e, "rbac-backend-")
+	labelNamespace(t, e, ns, ns)
+	name := "rbac-" + ns
+	newBackend(t, e, name, srv.Addr(), adminCredentials(t, e, system), ns)
+	readyPolicy(t, e, ns, "isolated")
+	waitBackend(t, e, name, "Ready, serving its namespace", servingReady(ns))
+	if _, s := waitSnapshot(t, e, ns, "isolated"); !slices.Equal(s.Redis.Addrs, []string{srv.Addr()}) {
+		t.Errorf("the snapshot names Redis %v, want the backend's %s", s.Redis.Addrs, srv.Addr())
+	}
+}
+
 // installManagerRBAC creates config/rbac's service account, ClusterRole, Role and bindings,
 // with the service account and Role in ns and the cluster-scoped names made unique, and
 // returns the ClusterRole.
@@ -149,19 +183,24 @@ func installManagerRBAC(t testing.TB, e *kube.Env, ns string) *rbacv1.ClusterRol
 	var sa corev1.ServiceAccount
 	var role rbacv1.ClusterRole
 	var binding rbacv1.ClusterRoleBinding
-	var leRole rbacv1.Role
-	var leBinding rbacv1.RoleBinding
+	var leRole, nsRole rbacv1.Role
+	var leBinding, nsBinding rbacv1.RoleBinding
 	readManifest(t, "service_account.yaml", &sa)
 	readManifest(t, "role.yaml", &role)
+	readDocument(t, "role.yaml", "Role", &nsRole)
 	readManifest(t, "role_binding.yaml", &binding)
+	readManifest(t, "namespace_role_binding.yaml", &nsBinding)
 	readManifest(t, "leader_election_role.yaml", &leRole)
 	readManifest(t, "leader_election_role_binding.yaml", &leBinding)
 
-	sa.Namespace, leRole.Namespace, leBinding.Namespace = ns, ns, ns
+	sa.Namespace, leRole.Namespace, leBinding.Namespace, nsRole.Namespace, nsBinding.Namespace = ns, ns, ns, ns, ns
 	role.Name += "-" + ns
 	binding.Name += "-" + ns
 	binding.RoleRef.Name = role.Name
-	for _, subjects := range [][]rbacv1.Subject{binding.Subjects, leBinding.Subjects} {
+	if nsBinding.RoleRef.Kind != "Role" || nsBinding.RoleRef.Name != nsRole.Name {
+		t.Fatalf("the namespaced binding refers to %s %s, not Role %s", nsBinding.RoleRef.Kind, nsBinding.RoleRef.Name, nsRole.Name)
+	}
+	for _, subjects := range [][]rbacv1.Subject{binding.Subjects, leBinding.Subjects, nsBinding.Subjects} {
 		for i := range subjects {
 			if subjects[i].Kind != rbacv1.ServiceAccountKind || subjects[i].Name != sa.Name {
 				t.Fatalf("binding subject %+v is not the manager's service account %s", subjects[i], sa.Name)
@@ -172,7 +211,7 @@ func installManagerRBAC(t testing.TB, e *kube.Env, ns string) *rbacv1.ClusterRol
 	if leBinding.RoleRef.Name != leRole.Name {
 		t.Fatalf("leader election binding refers to %s, not %s", leBinding.RoleRef.Name, leRole.Name)
 	}
-	create(t, e, &sa, &role, &binding, &leRole, &leBinding)
+	create(t, e, &sa, &role, &binding, &leRole, &leBinding, &nsRole, &nsBinding)
 	t.Cleanup(func() {
 		_ = e.Client.Delete(context.Background(), &binding)
 		_ = e.Client.Delete(context.Background(), &role)
@@ -180,6 +219,7 @@ func installManagerRBAC(t testing.TB, e *kube.Env, ns string) *rbacv1.ClusterRol
 	return &role
 }
 
+// readManifest decodes config/rbac/<name>, its first document when it has several.
 func readManifest(t testing.TB, name string, into any) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(kube.RepoRoot(), "config", "rbac", name))
@@ -189,6 +229,28 @@ func readManifest(t testing.TB, name string, into any) {
 	if err := yaml.UnmarshalStrict(raw, into); err != nil {
 		t.Fatalf("decode config/rbac/%s: %v", name, err)
 	}
+}
+
+// readDocument decodes the document of config/rbac/<name> whose kind is kind.
+func readDocument(t testing.TB, name, kind string, into any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(kube.RepoRoot(), "config", "rbac", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind != kind {
+			continue
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			t.Fatalf("decode the %s of config/rbac/%s: %v", kind, name, err)
+		}
+		return
+	}
+	t.Fatalf("config/rbac/%s holds no %s", name, kind)
 }
 
 // checkImpersonated makes sure the impersonated identity is not the admin: it may not read
@@ -307,13 +369,23 @@ func checkLeaderElectionRole(t *testing.T, e *kube.Env, cfg *rest.Config, rds *r
 	m.stop()
 }
 
-// checkRoleIsUsed fails when config/rbac/role.yaml grants more or less than rbacUsed.
+// checkRoleIsUsed fails when config/rbac/role.yaml's ClusterRole grants more or less than
+// rbacUsed, or its namespaced Role more or less than rbacUsedInNamespace.
 func checkRoleIsUsed(t *testing.T) {
 	t.Helper()
 	var role rbacv1.ClusterRole
 	readManifest(t, "role.yaml", &role)
+	checkRulesAreUsed(t, "ClusterRole", role.Rules, rbacUsed)
+	var nsRole rbacv1.Role
+	readDocument(t, "role.yaml", "Role", &nsRole)
+	checkRulesAreUsed(t, "Role", nsRole.Rules, rbacUsedInNamespace)
+}
+
+// checkRulesAreUsed fails when rules grant more or less than table.
+func checkRulesAreUsed(t *testing.T, kind string, rules []rbacv1.PolicyRule, table map[string][]string) {
+	t.Helper()
 	granted := map[string]bool{}
-	for _, r := range role.Rules {
+	for _, r := range rules {
 		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 1 {
 			t.Errorf("rule %+v: nonResourceURLs and several resourceNames are not in the table", r)
 		}
@@ -322,7 +394,7 @@ func checkRoleIsUsed(t *testing.T) {
 		}
 	}
 	used := map[string]bool{}
-	for res, verbs := range rbacUsed {
+	for res, verbs := range table {
 		for _, v := range verbs {
 			used[res+" "+v] = true
 		}
@@ -341,11 +413,11 @@ func checkRoleIsUsed(t *testing.T) {
 	sort.Strings(extra)
 	sort.Strings(missing)
 	if len(extra) > 0 {
-		t.Errorf("config/rbac/role.yaml grants what no code path uses: %s\n"+
-			"(drop them from the +kubebuilder:rbac markers and run `make manifests`)", strings.Join(extra, ", "))
+		t.Errorf("the %s of config/rbac/role.yaml grants what no code path uses: %s\n"+
+			"(drop them from the +kubebuilder:rbac markers and run `make manifests`)", kind, strings.Join(extra, ", "))
 	}
 	if len(missing) > 0 {
-		t.Errorf("config/rbac/role.yaml lacks what the code uses: %s", strings.Join(missing, ", "))
+		t.Errorf("the %s of config/rbac/role.yaml lacks what the code uses: %s", kind, strings.Join(missing, ", "))
 	}
 }
 

@@ -90,6 +90,17 @@ func TestNoDriftFromKustomize(t *testing.T) {
 		}
 		sameField(t, "leader election Role", chart.get(t, "Role", namespace, fullname+"-leader-election"),
 			kust.get(t, "Role", kNamespace, kPrefix+"leader-election-role"), "rules")
+		// The manager's namespaced Role (RedisBackends' Secrets), bound to its ServiceAccount.
+		sameField(t, "manager Role", chart.get(t, "Role", namespace, fullname+"-manager"),
+			kust.get(t, "Role", kNamespace, kPrefix+"manager-role"), "rules")
+		c := chart.get(t, "RoleBinding", namespace, fullname+"-manager")
+		k := kust.get(t, "RoleBinding", kNamespace, kPrefix+"manager-namespace-rolebinding")
+		same(t, "manager RoleBinding role", field(c, "roleRef", "name"), fullname+"-manager")
+		same(t, "manager RoleBinding role (config/)", field(k, "roleRef", "name"), kPrefix+"manager-role")
+		same(t, "manager RoleBinding subjects", field(c, "subjects"),
+			[]any{map[string]any{"kind": "ServiceAccount", "name": fullname, "namespace": namespace}})
+		same(t, "manager RoleBinding subjects (config/)", field(k, "subjects"),
+			[]any{map[string]any{"kind": "ServiceAccount", "name": kPrefix + "controller-manager", "namespace": kNamespace}})
 		// Every binding gives the manager's ServiceAccount the same roles.
 		sa := fullname
 		for chartName, kustRole := range map[string]string{"manager": "manager-role", "metrics-auth": "metrics-auth-role"} {

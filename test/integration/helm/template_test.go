@@ -298,7 +298,7 @@ func managerFlags(t *testing.T) []string {
 
 // TestTemplateOff: with the webhooks off the chart renders no webhook configuration, Service
 // or certificate and no certificate volume, and passes --webhooks=false; the Redis memory
-// checks off pass their 0s.
+// checks off pass their 0s, and RedisBackends off --redis-backends=false.
 func TestTemplateOff(t *testing.T) {
 	objs := render(t, []string{offValues})
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret", "Certificate", "ServiceAccount"} {
@@ -316,7 +316,7 @@ func TestTemplateOff(t *testing.T) {
 		}
 	}
 	// 0 is a value here (off), not "left out".
-	for _, want := range []string{"--redis-memory-check-interval=0", "--redis-memory-scan-keys-per-second=0"} {
+	for _, want := range []string{"--redis-memory-check-interval=0", "--redis-memory-scan-keys-per-second=0", "--redis-backends=false"} {
 		if args := managerArgs(t, objs); !slices.Contains(args, want) {
 			t.Errorf("manager args %q lack %s", args, want)
 		}

@@ -1,6 +1,7 @@
 package install
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -28,6 +29,8 @@ func TestKustomizeDefaultRBAC(t *testing.T) {
 	crb := decoded[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "ratelimit-manager-rolebinding")
 	role := decoded[rbacv1.Role](t, r, "Role", "ratelimit-leader-election-role")
 	rb := decoded[rbacv1.RoleBinding](t, r, "RoleBinding", "ratelimit-leader-election-rolebinding")
+	secrets := decoded[rbacv1.Role](t, r, "Role", "ratelimit-manager-role")
+	srb := decoded[rbacv1.RoleBinding](t, r, "RoleBinding", "ratelimit-manager-namespace-rolebinding")
 
 	for _, b := range []struct {
 		name     string
@@ -37,14 +40,29 @@ func TestKustomizeDefaultRBAC(t *testing.T) {
 	}{
 		{crb.Name, crb.Subjects, crb.RoleRef, cr.Name},
 		{rb.Name, rb.Subjects, rb.RoleRef, role.Name},
+		{srb.Name, srb.Subjects, srb.RoleRef, secrets.Name},
 	} {
 		if len(b.subjects) != 1 || b.subjects[0].Name != sa || b.subjects[0].Namespace != installNamespace || b.roleRef.Name != b.want {
 			t.Errorf("%s binds %+v to %s, want %s/%s to %s", b.name, b.subjects, b.roleRef.Name, installNamespace, sa, b.want)
 		}
 	}
 	checkLeaderElectionRole(t, role)
+	checkSecretsRole(t, secrets)
 
-	dryRunRendered(t, r, account, cr, crb, role, rb)
+	dryRunRendered(t, r, account, cr, crb, role, rb, secrets, srb)
+}
+
+// checkSecretsRole: the manager's namespaced Role reads Secrets (RedisBackends' credentials)
+// in the operator's namespace only, by get: no list, no watch, nothing else.
+func checkSecretsRole(t *testing.T, role *rbacv1.Role) {
+	t.Helper()
+	if role.Namespace != installNamespace {
+		t.Errorf("manager Role in %q, want the operator's namespace %q", role.Namespace, installNamespace)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("manager Role grants %+v, want only get on Secrets", role.Rules)
+	}
 }
 
 // checkLeaderElectionRole: namespaced to the operator, leases and events only.
