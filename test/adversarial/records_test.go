@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,16 +42,24 @@ const (
 // fcallTime is the Redis time (µs) c's server has spent in FCALL and FCALL_RO so far.
 func fcallTime(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
+	return commandTime(t, c, "fcall", "fcall_ro")
+}
+
+// commandTime is the Redis time (µs) c's server has spent in commands so far (INFO
+// commandstats).
+func commandTime(t *testing.T, c redis.UniversalClient, commands ...string) int64 {
+	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var total int64
 	for _, line := range strings.Split(info, "\r\n") {
-		if !strings.HasPrefix(line, "cmdstat_fcall:") && !strings.HasPrefix(line, "cmdstat_fcall_ro:") {
+		name, stats, _ := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !slices.Contains(commands, name) {
 			continue
 		}
-		for _, f := range strings.Split(line[strings.Index(line, ":")+1:], ",") {
+		for _, f := range strings.Split(stats, ",") {
 			if v, ok := strings.CutPrefix(f, "usec="); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				total += n
@@ -66,13 +75,18 @@ func recordHash(requestID string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// adjustFingerprint is the fingerprint the limiter binds an adjustment's request id to
-// (the first 16 bytes of SHA-256 over the length-prefixed namespace, policy, identity, op
-// and amount): what the attacker writes first in the record, so that the script reads on.
+// adjustFingerprint is the fingerprint the limiter binds an adjustment's request id to:
+// what the attacker writes first in the record, so that the script reads on.
 func adjustFingerprint(namespace, policy, identity string, op limiter.Op, amount int64) string {
+	return fingerprintOf(namespace, policy, identity, string(op), strconv.FormatInt(amount, 10))
+}
+
+// fingerprintOf is how the limiter fingerprints what a request id stands for: the first 16
+// bytes of SHA-256 over the parts, each length-prefixed.
+func fingerprintOf(parts ...string) string {
 	h := sha256.New()
 	var n [8]byte
-	for _, part := range []string{namespace, policy, identity, string(op), strconv.FormatInt(amount, 10)} {
+	for _, part := range parts {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])
 		h.Write([]byte(part))
@@ -148,18 +162,10 @@ func TestTenantsOwnRecordCannotStallRedis(t *testing.T) {
 	}
 }
 
-// replayFingerprint is the fingerprint the limiter binds a check's request id to (the first
-// 16 bytes of SHA-256 over the length-prefixed namespace, policy, identity, cost and the
-// request's description).
+// replayFingerprint is the fingerprint the limiter binds a check's request id to: the
+// namespace, policy, identity, cost and the request's description.
 func replayFingerprint(namespace, policy, identity string, cost int64, description string) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range []string{namespace, policy, identity, strconv.FormatInt(cost, 10), description} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write([]byte(part))
-	}
-	return string(h.Sum(nil)[:16])
+	return fingerprintOf(namespace, policy, identity, strconv.FormatInt(cost, 10), description)
 }
 
 // TestForgedReplayRecordIsNoAdmission: beyond issue 39's list, the same class on the check

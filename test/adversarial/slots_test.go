@@ -3,7 +3,6 @@ package adversarial
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +23,7 @@ import (
 // evalTime is the Redis time (µs) spent so far in EVALSHA and EVAL.
 func evalTime(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, line := range strings.Split(info, "\r\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(line[strings.Index(line, ":")+1:], ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				total += n
-			}
-		}
-	}
-	return total
+	return commandTime(t, c, "evalsha", "eval")
 }
 
 // leastTime is the least Redis time one call of call took, of n.
