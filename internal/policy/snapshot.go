@@ -43,17 +43,7 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 		}
 	}
 	if c := s.Cost; c != nil {
-		out.Cost = snapshot.Cost{Default: max(c.Default, 1), Header: c.Header}
-		if c.Max != nil {
-			out.Cost.Max = *c.Max
-		}
-		if c.Settle != nil {
-			out.Cost.Settle = &snapshot.CostSettle{Header: c.Settle.Header, Field: c.Settle.Field,
-				TimeoutMs: limiter.DefaultSettle.Milliseconds()}
-			if c.Settle.Timeout != nil {
-				out.Cost.Settle.TimeoutMs = c.Settle.Timeout.Milliseconds()
-			}
-		}
+		out.Cost = wireCost(c)
 	}
 	if id := s.Idempotency; id != nil {
 		out.Idempotency = &snapshot.Idempotency{Header: id.Header, DescriptorKey: id.DescriptorKey,
@@ -65,6 +55,21 @@ func Entry(p *v1alpha1.RateLimitPolicy) snapshot.Entry {
 	if lc := s.LocalCap; lc != nil {
 		out.LocalCap = &snapshot.LocalCap{Requests: lc.Requests, PeriodMs: lc.Period.Milliseconds(),
 			MaxIdentities: lc.MaxIdentities}
+	}
+	return out
+}
+
+// wireCost is c in the wire format: the settlement's timeout defaulted.
+func wireCost(c *v1alpha1.Cost) snapshot.Cost {
+	out := snapshot.Cost{Default: max(c.Default, 1), Header: c.Header}
+	if c.Max != nil {
+		out.Max = *c.Max
+	}
+	if st := c.Settle; st != nil {
+		out.Settle = &snapshot.CostSettle{Header: st.Header, Field: st.Field, TimeoutMs: limiter.DefaultSettle.Milliseconds()}
+		if st.Timeout != nil {
+			out.Settle.TimeoutMs = st.Timeout.Milliseconds()
+		}
 	}
 	return out
 }
