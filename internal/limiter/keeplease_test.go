@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -25,7 +26,7 @@ type leaseRunner struct {
 }
 
 func newLeaseRunner(rdb redis.UniversalClient, alg Algorithm) *leaseRunner {
-	return &leaseRunner{rdb: rdb, src: withFakeClock(leaseScripts[alg].Source)}
+	return &leaseRunner{rdb: rdb, src: withFakeClock(scriptOf(scripts.Lease, alg).Source)}
 }
 
 // leaseReplyOf is a lease script's reply: granted, returned, left, then the offsets.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // FailureMode is what Check answers while Redis cannot be asked.
@@ -160,8 +161,8 @@ func NewPolicy(c Spec) (*Policy, error) {
 		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
 	}
 	c.Limits = withCalendarPeriods(c.Limits)
-	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], peekScript: peekScripts[c.Algorithm],
-		adjustScript: adjustScripts[c.Algorithm], acquireScript: acquireScripts[c.Algorithm], serial: policySerial.Add(1)}
+	p := &Policy{Spec: c, script: s, leaseScript: scriptOf(scripts.Lease, c.Algorithm), peekScript: scriptOf(scripts.Peek, c.Algorithm),
+		adjustScript: scriptOf(scripts.Adjust, c.Algorithm), acquireScript: scriptOf(scripts.Acquire, c.Algorithm), serial: policySerial.Add(1)}
 	if c.Functions {
 		p.script, p.leaseScript, p.peekScript = s.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
 		p.adjustScript, p.acquireScript = p.adjustScript.asFunction(), p.acquireScript.asFunction()
@@ -271,7 +272,7 @@ func checkLimit(a Algorithm, l Limit) *FieldError {
 	case l.Burst < 0:
 		return &FieldError{"burst", "must not be negative"}
 	}
-	if a != TokenBucket && a != GCRA {
+	if !a.desc().bucket {
 		return nil
 	}
 	if l.Requests > l.Period.Microseconds() {
@@ -316,7 +317,7 @@ func interval(l Limit) int64 {
 }
 
 func burstOf(a Algorithm, l Limit) int64 {
-	if l.Burst == 0 || (a != TokenBucket && a != GCRA) {
+	if l.Burst == 0 || !a.desc().bucket {
 		return l.Requests
 	}
 	return l.Burst
@@ -329,19 +330,12 @@ func burstOf(a Algorithm, l Limit) int64 {
 func Horizon(a Algorithm, ls []Limit) time.Duration {
 	var h time.Duration
 	for _, l := range ls {
-		var need time.Duration
 		if l.Calendar != nil {
 			continue // its keys' PX reaches past its window's end
 		}
-		switch a {
-		case SlidingWindow:
-			need = 2 * l.Period
-		case TokenBucket, GCRA:
-			need = time.Duration(min(float64(burstOf(a, l))*float64(interval(l)), maxVirtualTime)) * time.Microsecond
-		default:
-			need = l.Period
+		if f := a.desc().horizon; f != nil {
+			h = max(h, f(l, burstOf(a, l)))
 		}
-		h = max(h, need)
 	}
 	return max(h, time.Millisecond)
 }
@@ -354,13 +348,13 @@ func limitArgs(a Algorithm, ls []Limit, keep bool) []any {
 	out := make([]any, 0, 2*len(ls)+1)
 	str := func(n int64) string { return strconv.FormatInt(n, 10) }
 	for _, l := range ls {
-		if a == TokenBucket || a == GCRA {
+		if a.desc().bucket {
 			out = append(out, str(interval(l)), str(burstOf(a, l)))
 		} else {
 			out = append(out, str(l.Requests), str(l.Period.Microseconds()))
 		}
 	}
-	if keep && (a == TokenBucket || a == GCRA) {
+	if keep && a.desc().bucket {
 		out = append(out, keepArg)
 	}
 	return out
@@ -375,8 +369,11 @@ func (p *Policy) size(i int) int64 {
 	return burstOf(p.Algorithm, p.Limits[i])
 }
 
-// Script is the Lua script the policy runs.
+// Script is the Lua script the policy's checks run.
 func (p *Policy) Script() *Script { return p.script }
+
+// LeaseScript is the Lua script the policy's leases run (the local tier).
+func (p *Policy) LeaseScript() *Script { return p.leaseScript }
 
 // Keys returns the Redis keys a check for identity touches, in KEYS order, with the
 // idempotency key last when requestID is set and the policy has idempotency.

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,15 +66,14 @@ func checkShapes(tag string) []hostileShape {
 func leaseShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
-	head := func(prev, kind, share string) []any { return []any{"5", "60000", "2", prev, kind, share} }
+	head := func(prev, share string) []any { return []any{"5", "60000", "2", prev, share} }
 	return []hostileShape{
-		{"nine limits", keys(10), append(head("-1", "f", "4"), limits(9)...)},
-		{"a hundred thousand limits", keys(100001), append(head("-1", "f", "4"), limits(100000)...)},
-		{"a previous lease without its record", keys(2), append(head("0", "f", "4"), limits(1)...)},
-		{"a record too many", keys(3), append(head("-1", "f", "4"), limits(1)...)},
-		{"an unknown kind", keys(2), append(head("-1", "x", "4"), limits(1)...)},
-		{"a share of 0", keys(2), append(head("-1", "f", "0"), limits(1)...)},
-		{"no limit", keys(1), head("-1", "f", "4")},
+		{"nine limits", keys(10), append(head("-1", "4"), limits(9)...)},
+		{"a hundred thousand limits", keys(100001), append(head("-1", "4"), limits(100000)...)},
+		{"a previous lease without its record", keys(2), append(head("0", "4"), limits(1)...)},
+		{"a record too many", keys(3), append(head("-1", "4"), limits(1)...)},
+		{"a share of 0", keys(2), append(head("-1", "0"), limits(1)...)},
+		{"no limit", keys(1), head("-1", "4")},
 	}
 }
 
@@ -176,27 +176,29 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range AllScripts() {
-		shapes := checkShapes("{shape:" + s.Name + "}")
-		if strings.HasSuffix(s.Name, "_lease") {
-			shapes = leaseShapes("{shape:" + s.Name + "}")
-		}
-		if strings.HasSuffix(s.Name, "_peek") {
+		tag := "{shape:" + s.Name + "}"
+		var shapes []hostileShape
+		switch s.Family {
+		case scripts.Check:
+			shapes = checkShapes(tag)
+		case scripts.Lease:
+			shapes = leaseShapes(tag)
+		case scripts.Peek:
 			// One key more than limits is a peek's shape for a policy with a concurrency limit
 			// (its slots, read-only and bounded): not hostile.
-			shapes = slices.DeleteFunc(shapes, func(h hostileShape) bool { return h.name == "one limit and two keys" })
-			shapes = append(shapes, peekShapes("{shape:"+s.Name+"}")...)
+			shapes = slices.DeleteFunc(checkShapes(tag), func(h hostileShape) bool { return h.name == "one limit and two keys" })
+			shapes = append(shapes, peekShapes(tag)...)
+		case scripts.Adjust:
+			shapes = adjustShapes(tag)
+		case scripts.Acquire:
+			shapes = acquireShapes(tag)
+		case scripts.Release:
+			shapes = releaseShapes(tag)
+		case scripts.Reserve:
+			shapes = reserveShapes(tag)
 		}
-		if strings.HasSuffix(s.Name, "_adjust") {
-			shapes = adjustShapes("{shape:" + s.Name + "}")
-		}
-		if strings.HasSuffix(s.Name, "_acquire") {
-			shapes = acquireShapes("{shape:" + s.Name + "}")
-		}
-		if s.Name == "release" {
-			shapes = releaseShapes("{shape:" + s.Name + "}")
-		}
-		if s.Name == "reserve" {
-			shapes = reserveShapes("{shape:" + s.Name + "}")
+		if len(shapes) == 0 {
+			t.Errorf("%s: no hostile shapes for its family %q", s.Name, s.Family)
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

@@ -75,7 +75,7 @@ func shareOf(a Algorithm, l Limit, n, i int) Limit {
 	}
 	out := l
 	out.Requests = split(l.Requests)
-	if l.Burst != 0 && (a == TokenBucket || a == GCRA) {
+	if l.Burst != 0 && a.desc().bucket {
 		out.Burst = split(l.Burst)
 	}
 	return out

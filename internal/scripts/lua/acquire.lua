@@ -1,8 +1,7 @@
--- acquire.lua: a check of a policy with a concurrency limit: the rate limits are checked and
--- debited as the check script does, and the request takes a slot (a request in flight),
+-- acquire: a check of a policy with a concurrency limit: the rate limits are checked and
+-- debited as the check does ("fold"), and the request takes a slot (a request in flight),
 -- all-or-nothing: a request its rate denies takes no slot, and a request refused a slot is
--- debited nothing. The Go side composes one script per algorithm: this driver with the
--- algorithm's loop body (after its @body marker line) inlined at the @check marker.
+-- debited nothing.
 --
 -- The slots of one identity are counted, not listed, so that a call costs the same whatever
 -- the number held: a ring of RING buckets by expiry, one string value of struct '>dd' per
@@ -10,7 +9,7 @@
 -- a slot ttl of L is counted in the bucket ending at now + L rounded up to L / (RING - 2),
 -- and held until that bucket ends: at most L / (RING - 2) past its ttl, never less. A slot
 -- also has a key of its own, holding its bucket's place and end, so that only a slot taken
--- can be given back (release.lua), once. A crashed sidecar's slots come back when their bucket
+-- can be given back (the release script), once. A crashed sidecar's slots come back when their bucket
 -- ends. Strings read with GETRANGE and written with SET, not a sorted set: a namespace's
 -- Redis user needs no command beyond the check's, so it cannot build a structure whose
 -- deletion would stall the server for every tenant.
@@ -38,10 +37,13 @@
 -- Refused      any other shape (no rate limit or more than 8, KEYS and ARGV counts that do
 --              not agree, a cost, most or slot ttl out of range, "keep" for an algorithm
 --              that does not keep usage): an ERR reply before any read.
+--
+{{template "about" .}}
 
--- keeps: composed true by the Go side for the algorithms whose bodies read state through
--- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
-local keeps = false
+{{template "prelude" .}}
+
+-- keeps: whether this algorithm keeps usage (takes "keep").
+local keeps = {{.Keeps}}
 local keep = ARGV[#ARGV] == 'keep'
 local n = (#ARGV - 4 - (keep and 1 or 0)) / 2
 local cost, most, life = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -54,7 +56,7 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 2 or (keep and not keeps) or
     ' a whole cost >= 1, 1 to 1000 slots and a slot ttl of 1000 to 86400000 ms')
 end
 
--- get (prelude.lua) reads each key, at most STATE or SLOTS bytes.
+-- get (the prelude) reads each key, at most STATE or SLOTS bytes.
 local vals = {}
 for k = 1, n do
   vals[k] = get(KEYS[k], STATE)
@@ -62,27 +64,10 @@ end
 vals[n + 1] = get(KEYS[n + 1], SLOTS)
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local allowed, idx, worst = true, 0, 0
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it (the body does).
 local px = ARGV[2]
-local rem, rst = -1, 0
--- moves: keep-usage values read at another T and rescaled, written even when denied.
-local moves
-for i = 1, n do
-  local a, b = ARGV[3 + 2 * i] + 0, tonumber(ARGV[4 + 2 * i]) or ARGV[4 + 2 * i]
-  local ok, r, retry, reset
-  do
-    -- @check
-  end
-  if not ok then
-    if allowed or (worst >= 0 and (retry < 0 or retry > worst)) then
-      idx, worst, rem, rst = i, retry, r, reset
-    end
-    allowed = false
-  elseif allowed and (rem < 0 or r < rem) then
-    idx, rem, rst = i, r, reset
-  end
-end
+local base = 3
+{{template "fold" .}}
 
 -- The rates admit: the request needs a slot as well. The ring is read in one unpack: the
 -- slots held are the counts of the buckets not ended; the new slot goes in the bucket ending
@@ -135,22 +120,6 @@ if allowed then
   end
 end
 
-local code = 4 * idx + 64 * rem
-rst = math.ceil(rst / 1000)
-if not allowed then
-  if worst > 0 then
-    worst = math.ceil(worst / 1000)
-  end
-  if moves then
-    for k, m in pairs(moves) do
-      redis.call('SET', KEYS[k], m, 'PX', px)
-    end
-  end
-  return {code, worst, rst}
-end
-for k = 1, n do
-  if vals[k] then
-    redis.call('SET', KEYS[k], vals[k], 'PX', px)
-  end
-end
-return {code + 1, 0, rst}
+{{template "deny" .}}
+{{template "commit" .}}
+return {code, 0, rst}

@@ -1,8 +1,9 @@
--- prelude.lua: what every limiter script begins with; the Go side puts it before each
--- script's own text. It is the one way a script reads a key: a tenant's Redis user may SET
--- any value under its own prefix (the scripts write there with its rights), so every value
--- read is untrusted, of any size and any type. No script reads a key otherwise: a test
--- (TestScriptsReadKeysOnlyThroughGet) refuses MGET, GET and GETRANGE anywhere else.
+{{- define "prelude" -}}
+-- prelude: what every limiter script holds before its own code: the one way a script reads a
+-- key. A tenant's Redis user may SET any value under its own prefix (the scripts write there
+-- with its rights), so every value read is untrusted, of any size and any type. No script
+-- reads a key otherwise: a test (TestScriptsReadKeysOnlyThroughGet) refuses MGET, GET and
+-- GETRANGE anywhere else. docs/security.md has the table of key kinds.
 --
 -- get(key, most) is key's value when it is a string of 1 to most bytes, else false: missing,
 -- of another type, or longer than most (no value of ours is: it is not ours). Its second
@@ -22,7 +23,7 @@
 --            reservation not yet settled: '<dd'
 --   LEASE    a lease's record: '<d' then '<ddd' per limit (at most 8)
 --   SLOTS    an identity's concurrency slots: a ring of RING buckets of 16 bytes
---            (acquire.lua); a slot's own key holds 16 bytes
+--            (the acquire script); a slot's own key holds 16 bytes
 local STATE, REPLAY, RECORD, LEASE, RING = 32, 40, 216, 200, 32
 local SLOTS = 16 * RING
 -- RINGFORMAT reads or writes the whole ring in one struct call: '>' then RING times 'dd'.
@@ -46,4 +47,4 @@ local function get(key, most)
   end
   return v, false
 end
-
+{{- end}}

@@ -1,39 +1,39 @@
--- peek.lua: a check that writes nothing. The Go side composes one script per algorithm: this
--- driver with the algorithm's loop body (after its @body marker line) inlined at the @check
--- marker below, the body the check script runs. It reads each limit's state as a check
--- would, reports what each limit holds now, and decides a request of the given cost as the
--- check script would decide it at this instant, and then discards everything: no SET, no
--- PEXPIRE, no idempotency record, no lease, so 10,000 peeks leave Redis as they found it.
+-- peek: a check that writes nothing. It reads each limit's state as a check would, reports
+-- what each limit holds now, and decides a request of the given cost as the check would
+-- decide it at this instant, and then discards everything: no SET, no PEXPIRE, no
+-- idempotency record, no lease, so 10,000 peeks leave Redis as they found it.
 --
 -- KEYS[1..n]   the policy's state keys for the identity, all under one hash tag (no
 --              idempotency key: a peek records nothing).
--- KEYS[n+1]    optional: the identity's concurrency slots (acquire.lua's ring), for a
---              policy with a concurrency limit: the reply then ends with the slots held.
--- ARGV         exactly a check's ARGV without an idempotency key (see the algorithm file):
---              ARGV[1] the cost to decide (a whole number >= 0; 0 decides nothing and only
---              reads), ARGV[2] the keys' ttl (unused: nothing is written), ARGV[3] "0",
---              then limit i in ARGV[2i+2], ARGV[2i+3], then "keep" where the algorithm
---              takes it (read as the check reads; nothing is rewritten).
+-- KEYS[n+1]    optional: the identity's concurrency slots (acquire's ring), for a policy with
+--              a concurrency limit: the reply then ends with the slots held.
+-- ARGV         exactly a check's ARGV without an idempotency key: ARGV[1] the cost to decide
+--              (a whole number >= 0; 0 decides nothing and only reads), ARGV[2] the keys' ttl
+--              (unused: nothing is written), ARGV[3] "0", then limit i in ARGV[2i+2],
+--              ARGV[2i+3], then "keep" where the algorithm takes it (read as the check reads;
+--              nothing is rewritten).
 -- Reply        {allowed, index, retry_after_ms, r_1, reset_1, retry_1, ..., r_n, reset_n,
 --              retry_n}: allowed 1 when a request of the cost would be admitted now; index
 --              the reported limit (the denying one that waits longest when denied, else the
 --              one with the least remaining), 1-based; then per limit what remains now
 --              (before the request), the ms until it is full again (for windows, until the
 --              window that holds the usage ends), and the ms a request of the cost would
---              wait (0: admitted now, -1: never). Times are whole ms, rounded up.
---              With the slots key, one more element: the slots held now (not expired).
---              {-1, now_us}: the server clock is outside a calendar window given, as the
---              check script answers it.
+--              wait (0: admitted now, -1: never). Times are whole ms, rounded up. With the
+--              slots key, one more element: the slots held now. {-1, now_us}: the server
+--              clock is outside a calendar window given, as the check answers it.
 -- Cost         O(n) in the number of limits (n <= 8): TIME, one GETRANGE per key (the slots'
---              ring: its RING buckets read once), each body run twice; no writes, no key
---              names built here.
+--              ring: its RING buckets read in one unpack), each "limit" run twice; no
+--              writes, no key names built here.
 -- Refused      any other shape (no limit or more than 8, KEYS and ARGV counts that do not
 --              agree, an idempotency ttl, a cost that is not a whole number >= 0, "keep"
---              for an algorithm that does not keep usage): an ERR reply before any read.
+--              where usage is not kept): an ERR reply before any read.
+--
+{{template "about" .}}
 
--- keeps: composed true by the Go side for the algorithms whose bodies read state through
--- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
-local keeps = false
+{{template "prelude" .}}
+
+-- keeps: whether this algorithm keeps usage (takes "keep").
+local keeps = {{.Keeps}}
 local keep = ARGV[#ARGV] == 'keep'
 local n = (#ARGV - 3 - (keep and 1 or 0)) / 2
 local want = tonumber(ARGV[1])
@@ -46,25 +46,21 @@ end
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
--- px: what the bodies would set as PX; read by a calendar body, never used here.
+-- px: what the bodies would set as PX; read by a calendar window, never used here.
 local px = ARGV[2]
--- moves: what a denying check would rewrite (keep-usage values read at another T); a peek
--- rewrites nothing.
+-- moves: what a denying check would rewrite (keep-usage values read at another rate); a
+-- peek rewrites nothing.
 local moves
--- get (prelude.lua) reads each key, at most STATE or SLOTS bytes.
 local vals = {}
 for k = 1, n do
   vals[k] = get(KEYS[k], STATE)
-end
-if slots then
-  vals[n + 1] = get(KEYS[n + 1], SLOTS)
 end
 local out = {1, 0, 0}
 local idx, worst, least = 0, 0, -1
 for i = 1, n do
   local a, b = ARGV[2 + 2 * i] + 0, tonumber(ARGV[3 + 2 * i]) or ARGV[3 + 2 * i]
   local stored = vals[i]
-  -- Pass 1 at cost 0: what the limit holds now. Pass 2 at the cost: the decision. The body
+  -- Pass 1 at cost 0: what the limit holds now. Pass 2 at the cost: the decision. "limit"
   -- replaces vals[i] when it admits; each pass starts from the stored value.
   local held, full, wait
   for pass = 1, 2 do
@@ -72,7 +68,7 @@ for i = 1, n do
     local cost = pass == 1 and 0 or want
     local ok, r, retry, reset
     do
-      -- @check
+      {{include "limit" . | indent 6}}
     end
     if pass == 1 then
       held, full = r, reset
@@ -101,9 +97,9 @@ for i = 1, n do
 end
 out[2], out[3] = idx, out[1] == 1 and 0 or worst
 if slots then
-  -- The slots held are the counts of the ring's buckets not ended (acquire.lua); a value of
+  -- The slots held are the counts of the ring's buckets not ended (acquire); a value of
   -- another shape holds none.
-  local v, held = vals[n + 1], 0
+  local v, held = get(KEYS[n + 1], SLOTS), 0
   if v and #v == 16 * RING then
     local R = {struct.unpack(RINGFORMAT, v)}
     for k = 1, 2 * RING - 1, 2 do

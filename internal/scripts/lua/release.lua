@@ -1,17 +1,21 @@
--- release.lua: gives back the slot a request took with an acquire script (acquire.lua) when
+-- release: gives back the slot a request took with an acquire script when
 -- the request ends. Only a slot taken can be given back, and once: its own key, written by
 -- the acquire, names the bucket of the ring it is counted in, and is consumed here.
 -- Idempotent: giving back a slot already given back, expired or never taken changes nothing.
 --
--- KEYS[1]      the identity's slots: the ring acquire.lua writes (RING buckets of struct
+-- KEYS[1]      the identity's slots: the ring the acquire script writes (RING buckets of struct
 --              '>dd': the bucket's end, Redis-clock µs, and its count).
 -- KEYS[2]      the slot's key (same tag, named after its id): struct '>dd', its bucket's
 --              place in the ring (1 to RING) and end. Anything else is no slot.
+-- ARGV         none.
 -- Reply        1 when the slot was held and is given back, 0 otherwise (a slot whose bucket
 --              an acquire has since moved to a later end stays counted until that end).
 -- Cost         O(1): one GETRANGE of 16 bytes and one of the ring (512 bytes), one bucket
 --              read, at most two SETs; no key names built here.
 -- Refused      any other shape (not two keys and no argument): an ERR reply before any read.
+--
+{{template "prelude" .}}
+
 if #KEYS ~= 2 or #ARGV ~= 0 then
   return redis.error_reply('ERR ratelimit: refused a release of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes the slots key and the slot key')

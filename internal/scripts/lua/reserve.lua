@@ -1,5 +1,5 @@
--- reserve.lua: records a reservation: the cost an admission of a policy whose cost its
--- response settles (cost.settle) debited, so that its settlement (adjust.lua, op "settle")
+-- reserve: records a reservation: the cost an admission of a policy whose cost its
+-- response settles (cost.settle) debited, so that its settlement (the adjust script, op "settle")
 -- counts only for a reservation the sidecar made, for this caller and policy, once. The
 -- sidecar calls it right after the admission; a reservation it could not record cannot be
 -- settled, and stands.
@@ -18,6 +18,9 @@
 -- Cost         O(1): TIME, one SET (NX, PX); no reads, no key names built here.
 -- Refused      any other shape (not one key and three arguments, a cost, since or life
 --              out of range): an ERR reply before any write.
+--
+{{template "prelude" .}}
+
 local cost, since, life = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if #KEYS ~= 1 or #ARGV ~= 3 or not (cost and cost >= 1 and cost <= 1099511627776 and cost % 1 == 0) or
     not (since and since >= 0 and since <= 1099511627776 and since % 1 == 0) or

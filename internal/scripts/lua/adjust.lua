@@ -1,16 +1,14 @@
--- adjust.lua: an administrative change to one identity's counters of a policy: reset them,
+-- adjust: an administrative change to one identity's counters of a policy: reset them,
 -- refund units charged, or grant units beyond the limit for the current window; or the
--- settlement of a reservation (reserve.lua) by the cost its response stated: what it cost
--- beyond the reservation charged, what it did not use given back. The Go side composes one
--- script per algorithm: this driver with the algorithm's loop body (after its @body marker
--- line) inlined at both @check markers below and its adjustment (after its @adjust marker
--- line) at the @adjust marker. Each limit's body runs at cost 0 to read the state as a check
--- reads it (and leave its locals for the adjustment), the adjustment sets the new state into
--- vals[i], and the body runs again at cost 0 on it to report what remains.
+-- settlement of a reservation (the reserve script) by the cost its response stated: what it
+-- cost beyond the reservation charged, what it did not use given back. For each limit the
+-- algorithm's "limit" runs at cost 0 to read the state as a check reads it (and leave its
+-- locals for the change), its "adjust" puts the new state into vals[i], and "limit" runs
+-- again at cost 0 on it to report what remains.
 --
 -- Every call ends with a record (KEYS[n+1]) of its reply: a retry of the same change gets
 -- that reply back and changes nothing. An adjustment's record is named by its request id; a
--- settlement's is the reservation's own record, written by reserve.lua when the request was
+-- settlement's is the reservation's own record, written by the reserve script when the request was
 -- admitted, so that a settlement counts only for a reservation the sidecar made, for this
 -- caller and policy, once.
 --
@@ -29,7 +27,7 @@
 --              never more than the limit holds when full, never touching a grant), "grant"
 --              (windows: units beyond the limit until the current window ends; TokenBucket
 --              and GCRA: a credit beyond the burst for the bucket's refill time, see
---              keep_usage.lua), "settle" (the reservation's cost replaced by amount: above
+--              the bucket's "read"), "settle" (the reservation's cost replaced by amount: above
 --              it, the difference is charged whether or not it fits, windows counting past
 --              the limit until the window ends, a bucket emptying at most; below it, the
 --              difference is given back as a refund, except that a window gives back only
@@ -53,10 +51,13 @@
 --              agree, a fingerprint that is not 16 bytes, an unknown op, an amount that is
 --              not a whole number in range, "keep" for an algorithm that does not keep
 --              usage): an ERR reply before any read.
+--
+{{template "about" .}}
 
--- keeps: composed true by the Go side for the algorithms whose bodies read state through
--- keep_usage.lua (TokenBucket, GCRA), false for the others, which refuse 'keep'.
-local keeps = false
+{{template "prelude" .}}
+
+-- keeps: whether this algorithm keeps usage (takes "keep").
+local keeps = {{.Keeps}}
 local keep = ARGV[#ARGV] == 'keep'
 local n = (#ARGV - 5 - (keep and 1 or 0)) / 2
 local op, amount = ARGV[5], tonumber(ARGV[1])
@@ -69,7 +70,7 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + 1 or #ARGV[4] ~= 16 or (keep and
     ' reset (amount 0), refund or grant (a whole amount from 1 to 2^40), or settle (0 to 2^40)')
 end
 
--- get (prelude.lua) reads each key, at most STATE or RECORD bytes.
+-- get (the prelude) reads each key, at most STATE or RECORD bytes.
 local vals = {}
 for k = 1, n do
   vals[k] = get(KEYS[k], STATE)
@@ -136,17 +137,17 @@ for i = 1, n do
   do
     -- The body's locals stay in scope for the adjustment: no block of its own here.
     local ok, r, retry, reset
-    -- @check
+    {{include "limit" . | indent 4}}
     before = r
     -- The body at cost 0 has read the state into its locals; the adjustment puts the new
     -- state into vals[i] and sets adj when it changes anything.
     if op ~= 'exact' then
-      -- @adjust
+      {{include "adjust" . | indent 6}}
     end
   end
   local ok, r, retry, reset
   do
-    -- @check
+    {{include "limit" . | indent 4}}
   end
   if r < 0 then
     r = 0
