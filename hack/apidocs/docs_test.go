@@ -138,12 +138,13 @@ func TestDocsMatchCRD(t *testing.T) {
 	for _, kind := range []struct{ section, name, file string }{
 		{"ratelimitpolicy", "RateLimitPolicy", "policy.ratelimit.dev_ratelimitpolicies.yaml"},
 		{"ratelimitoverride", "RateLimitOverride", "policy.ratelimit.dev_ratelimitoverrides.yaml"},
+		{"redisbackend", "RedisBackend", "policy.ratelimit.dev_redisbackends.yaml"},
 	} {
 		c.walk(kind.section, kind.name, loadCRDSchema(t, filepath.Join(root, "config", "crd", "bases", kind.file)))
 	}
 	for section := range c.tables {
 		if !c.seen[section] && !strings.HasSuffix(section, "list") {
-			t.Errorf("docs/api.md section %q is not reached from RateLimitPolicy or RateLimitOverride", section)
+			t.Errorf("docs/api.md section %q is not reached from RateLimitPolicy, RateLimitOverride or RedisBackend", section)
 		}
 	}
 }

@@ -126,10 +126,10 @@ func TestSettleOnceByItsReservation(t *testing.T) {
 		}
 		other := mustReserve(t, l, p, "dan", 1)
 		for _, bad := range []Settlement{
-			{Identity: "carol", Reservation: NewID(), Cost: 0},        // never recorded
-			{Identity: "carol", Reservation: other.id, Cost: 0},       // dan's
-			{Identity: "mallory", Reservation: r.id, Cost: 0},         // carol's, named by another
-			{Identity: "carol", Reservation: "0" + r.id[1:], Cost: 0}, // a neighbour of carol's
+			{Identity: "carol", Reservation: NewID(), Cost: 0},         // never recorded
+			{Identity: "carol", Reservation: other.id, Cost: 0},        // dan's
+			{Identity: "mallory", Reservation: r.id, Cost: 0},          // carol's, named by another
+			{Identity: "carol", Reservation: neighbour(r.id), Cost: 0}, // a neighbour of carol's
 		} {
 			if _, err := l.Settle(ctx, p, bad); !errors.Is(err, ErrNoReservation) {
 				t.Fatalf("%+v: %v, want ErrNoReservation", bad, err)
@@ -138,6 +138,14 @@ func TestSettleOnceByItsReservation(t *testing.T) {
 		wantAdmitsOf(t, l, p, "carol", 8, 5, "after one settlement of 6 at 2, retried and refused")
 		wantAdmitsOf(t, l, p, "dan", 8, 6, "dan, whose reservation of 1 stands")
 	})
+}
+
+// neighbour is id with its first digit changed.
+func neighbour(id string) string {
+	if id[0] == '0' {
+		return "1" + id[1:]
+	}
+	return "0" + id[1:]
 }
 
 // TestSettleRefusesBadShapes: each field out of range is refused naming it, before Redis;
