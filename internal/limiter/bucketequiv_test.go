@@ -105,7 +105,7 @@ func equivStep(t *testing.T, rdb redis.UniversalClient, p *Policy, id string, op
 		// The record key names the algorithm's policy: each of the pair records its own.
 		s, keys, args = p.adjustScript, append(keys, adjustRecordKey(keys[0], a.RequestID)), p.adjustArgs(a, time.Minute, time.Time{})
 	}
-	v, err := rdb.Eval(context.Background(), withFakeClock(s.Source), keys, args...).Result()
+	v, err := rdb.Eval(context.Background(), withFakeClock(s), keys, args...).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err.Error()
 	}

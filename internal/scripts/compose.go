@@ -52,18 +52,32 @@ var Bodies = []Body{Bucket, FixedWindow, SlidingWindow}
 // Standalone are the families that take no body.
 var Standalone = []Family{Release, Reserve}
 
-// view is what a family's template reads: its body, and whether that body keeps usage (a
-// bucket's state records the rate it was written at, so its scripts take "keep").
+// view is what a family's template reads: its body, whether that body keeps usage (a
+// bucket's state records the rate it was written at, so its scripts take "keep"), and for a
+// test's script the key holding its clock.
 type view struct {
-	Family Family
-	Body   Body
-	Keeps  bool
+	Family   Family
+	Body     Body
+	Keeps    bool
+	ClockKey string
 }
 
 // Compose is the script of family f with body b (None for Release and Reserve): the family's
 // template, executed with the body's blocks and the shared ones (prelude, decide). It is the
 // one place Lua text is put together.
-func Compose(f Family, b Body) (string, error) {
+func Compose(f Family, b Body) (string, error) { return compose(f, b, "") }
+
+// ComposeOnClock is Compose for a test: the script reads the time (µs) from the string key
+// clockKey instead of TIME, so the test sets the clock. Never loaded in Redis for real.
+func ComposeOnClock(f Family, b Body, clockKey string) (string, error) {
+	if clockKey == "" {
+		return "", fmt.Errorf("compose %s %s on a clock: no clock key", f, b)
+	}
+	return compose(f, b, clockKey)
+}
+
+// compose is Compose, reading the time from clockKey when it is not "".
+func compose(f Family, b Body, clockKey string) (string, error) {
 	files := []string{"lua/prelude.lua", "lua/decide.lua", "lua/" + string(f) + ".lua"}
 	if b != None {
 		files = append(files, "lua/"+string(b)+".lua")
@@ -84,7 +98,7 @@ func Compose(f Family, b Body) (string, error) {
 	}
 	var out bytes.Buffer
 	out.WriteString(generatedHeader)
-	if err := t.ExecuteTemplate(&out, string(f)+".lua", view{Family: f, Body: b, Keeps: b == Bucket}); err != nil {
+	if err := t.ExecuteTemplate(&out, string(f)+".lua", view{Family: f, Body: b, Keeps: b == Bucket, ClockKey: clockKey}); err != nil {
 		return "", fmt.Errorf("compose %s %s: %w", f, b, err)
 	}
 	return out.String(), nil

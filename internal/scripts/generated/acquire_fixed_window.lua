@@ -126,6 +126,7 @@ for k = 1, n do
   vals[k] = get(KEYS[k], STATE)
 end
 vals[n + 1] = get(KEYS[n + 1], SLOTS)
+-- now: the Redis server's clock in µs (TIME; arithmetic coerces its numeric strings itself).
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it (the body does).

@@ -167,6 +167,7 @@ elseif rec then
   return redis.error_reply('ERR ratelimit: the record is of no shape this script writes')
 end
 
+-- now: the Redis server's clock in µs (TIME; arithmetic coerces its numeric strings itself).
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- A settlement is a charge of what the response cost beyond its reservation, an unreserve

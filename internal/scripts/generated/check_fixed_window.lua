@@ -144,8 +144,8 @@ if idem then
   end
 end
 
+-- now: the Redis server's clock in µs (TIME; arithmetic coerces its numeric strings itself).
 local t = redis.call('TIME')
--- Arithmetic coerces the numeric strings itself, cheaper than tonumber.
 local now = t[1] * 1000000 + t[2]
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it.
 local px = ARGV[2]

@@ -109,6 +109,7 @@ if n < 1 or n > 8 or n % 1 ~= 0 or #KEYS ~= n + (ARGV[4] == '-1' and 1 or 2) or
   return redis.error_reply('ERR ratelimit: refused a lease call of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes 1 to 8 limits, one state key each')
 end
+-- now: the Redis server's clock in µs (TIME; arithmetic coerces its numeric strings itself).
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- px: the state keys' PX, ARGV[2] unless a calendar window raises it (the body does).

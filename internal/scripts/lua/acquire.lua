@@ -62,8 +62,7 @@ for k = 1, n do
   vals[k] = get(KEYS[k], STATE)
 end
 vals[n + 1] = get(KEYS[n + 1], SLOTS)
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+{{template "now" .}}
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it (the body does).
 local px = ARGV[2]
 local base = 3

@@ -109,8 +109,7 @@ elseif rec then
   return redis.error_reply('ERR ratelimit: the record is of no shape this script writes')
 end
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+{{template "now" .}}
 -- A settlement is a charge of what the response cost beyond its reservation, an unreserve
 -- of what it did not use (taken ago µs before now, by the Redis clock), or no change.
 local ago = 0

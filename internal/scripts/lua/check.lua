@@ -80,9 +80,7 @@ if idem then
   end
 end
 
-local t = redis.call('TIME')
--- Arithmetic coerces the numeric strings itself, cheaper than tonumber.
-local now = t[1] * 1000000 + t[2]
+{{template "now" .}}
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it.
 local px = ARGV[2]
 local base = off + 2

@@ -44,8 +44,7 @@ if n < 1 or n > 8 or n % 1 ~= 0 or (#KEYS ~= n and not slots) or ARGV[3] ~= '0' 
     ' arguments: this script takes 1 to 8 limits, one state key each, no idempotency key and a whole cost >= 0')
 end
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+{{template "now" .}}
 -- px: what the bodies would set as PX; read by a calendar window, never used here.
 local px = ARGV[2]
 -- moves: what a denying check would rewrite (keep-usage values read at another rate); a

@@ -1,3 +1,14 @@
+{{- define "now" -}}
+{{- if .ClockKey -}}
+-- now: the µs a test set in its clock key (internal/limiter's fake clock), not TIME.
+local now = tonumber(redis.call('GET', '{{.ClockKey}}'))
+{{- else -}}
+-- now: the Redis server's clock in µs (TIME; arithmetic coerces its numeric strings itself).
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+{{- end -}}
+{{- end}}
+
 {{- define "prelude" -}}
 -- prelude: what every limiter script holds before its own code: the one way a script reads a
 -- key. A tenant's Redis user may SET any value under its own prefix (the scripts write there

@@ -29,8 +29,7 @@ if #KEYS ~= 1 or #ARGV ~= 3 or not (cost and cost >= 1 and cost <= 1099511627776
     ' arguments: this script takes the record key, a whole cost from 1 to 2^40, a whole since from 0 to 2^40 µs' ..
     ' and a life of 1000 to 86400000 ms')
 end
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+{{template "now" .}}
 if redis.call('SET', KEYS[1], struct.pack('<dd', cost, now - since), 'PX', life, 'NX') then
   return 1
 end
