@@ -26,22 +26,24 @@ func TestCompilerOncePerGeneration(t *testing.T) {
 		t.Fatalf("build: %v", errs)
 	}
 	// Same generation, different spec: only a stale object could show this; the cached
-	// compilation of the generation is returned, proving it was not compiled again.
-	again, _ := c.Compile(compilerPolicy(1, 99))
-	if again.Limiter != first.Limiter {
-		t.Errorf("generation 1 compiled twice")
+	// compilation of the generation is returned (10, not 99), proving it was not compiled again.
+	if again, _ := c.Compile(compilerPolicy(1, 99)); requestsOf(again) != 10 {
+		t.Errorf("generation 1 compiled twice: %d requests", requestsOf(again))
 	}
 	next, _ := c.Compile(compilerPolicy(2, 20))
 	want, _ := (policy.Rules{}).Compile(compilerPolicy(2, 20))
-	if next.Entry.Limits[0].Requests != want.Entry.Limits[0].Requests || next.Limiter == first.Limiter {
+	if requestsOf(next) != requestsOf(want) || requestsOf(first) != 10 {
 		t.Errorf("generation 2 not compiled: %+v, want %+v", next.Entry.Limits, want.Entry.Limits)
 	}
 	c.Compile(compilerPolicy(1, 10)) // a stale read: compiled, but does not evict generation 2
-	if kept, _ := c.Compile(compilerPolicy(2, 20)); kept.Limiter != next.Limiter {
-		t.Errorf("a stale generation evicted the newer one")
+	if kept, _ := c.Compile(compilerPolicy(2, 99)); requestsOf(kept) != 20 {
+		t.Errorf("a stale generation evicted the newer one: %d requests", requestsOf(kept))
 	}
 	c.Forget(types.NamespacedName{Namespace: "ns", Name: "p"})
-	if after, _ := c.Compile(compilerPolicy(2, 20)); after.Limiter == next.Limiter {
-		t.Errorf("Forget kept the compilation")
+	if after, _ := c.Compile(compilerPolicy(2, 99)); requestsOf(after) != 99 {
+		t.Errorf("Forget kept the compilation: %d requests", requestsOf(after))
 	}
 }
+
+// requestsOf is the first limit's requests of a compilation.
+func requestsOf(c policy.Compiled) int64 { return c.Entry.Limits[0].Requests }

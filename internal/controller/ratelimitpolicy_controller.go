@@ -28,6 +28,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -118,7 +119,11 @@ func (r *PolicyReconciler) evaluate(ctx context.Context, p *v1alpha1.RateLimitPo
 		r.invalidAncestors(ctx, p, errs.ToAggregate().Error())
 		return ctrl.Result{}
 	}
-	s := compiled.Limiter.Script()
+	s, err := limiter.ScriptFor(limiter.Algorithm(compiled.Entry.Algorithm))
+	if err != nil { // Compile refused an unknown algorithm already
+		r.setInvalid(ctx, p, err.Error())
+		return ctrl.Result{}
+	}
 	p.Status.Scripts = []v1alpha1.ScriptStatus{{Name: s.Name, SHA: s.SHA}}
 	res := ctrl.Result{}
 	if err := r.ensureScripts(ctx, rt); err != nil {
