@@ -18,6 +18,9 @@ type call struct {
 	keys   []string
 	args   []any
 	done   chan result // buffered: a caller that gave up never blocks the worker
+	// members, for a shared call (share), are the checks it carries, each answered from
+	// its reply; such a call is never pooled.
+	members []*call
 }
 
 type result struct {

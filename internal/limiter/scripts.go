@@ -24,6 +24,9 @@ type Script struct {
 	fcall bool
 	// function is the function flavour of this script; nil on the flavour itself.
 	function *Script
+	// shared, for a check script, is the script that runs several such checks in one call
+	// (scripts.Checks, same body and flavour): what a pipeline sends them as (shared.go).
+	shared *Script
 }
 
 // newScript is the limiter's call of s, with its function flavour.
@@ -47,11 +50,16 @@ func (s *Script) asFunction() *Script {
 	return s.function
 }
 
-// catalogue is the limiter's call of every script, by family and body.
+// catalogue is the limiter's call of every script, by family and body; each check script
+// knows its shared script, in both flavours.
 var catalogue = func() map[scripts.Composition]*Script {
 	out := map[scripts.Composition]*Script{}
 	for _, s := range scripts.All() {
 		out[s.Composition] = newScript(s)
+	}
+	for _, b := range scripts.Bodies {
+		check, shared := out[scripts.Composition{Family: scripts.Check, Body: b}], out[scripts.Composition{Family: scripts.Checks, Body: b}]
+		check.shared, check.function.shared = shared, shared.function
 	}
 	return out
 }()

@@ -110,6 +110,31 @@ func acquireShapes(tag string) []hostileShape {
 	}
 }
 
+// sharedShapes are calls of the shared check scripts (scripts.Checks) with shapes they were
+// not written for: refused whole, before any check runs.
+func sharedShapes(tag string) []hostileShape {
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	one := append([]any{"1", "60000", "0"}, shapeLimits(1)...) // a check of one limit: 5 arguments
+	carry := func(m int, head ...any) []any {
+		out := []any{strconv.Itoa(m)}
+		for range m {
+			out = append(out, head...)
+			out = append(out, one...)
+		}
+		return out
+	}
+	return []hostileShape{
+		{"no check", nil, []any{"0"}},
+		{"129 checks", keys(129), carry(129, "1", "5")},
+		{"a check of no key", keys(1), carry(1, "0", "5")},
+		{"a check of ten keys", keys(10), carry(1, "10", "5")},
+		{"a check of 23 arguments", keys(1), carry(1, "1", "23")},
+		{"counts past ARGV", keys(2), carry(2, "1", "6")},
+		{"keys left over", keys(3), carry(2, "1", "5")},
+		{"a count that is no number", keys(1), carry(1, "x", "5")},
+	}
+}
+
 // releaseShapes are calls of the release script with shapes it was not written for.
 func releaseShapes(tag string) []hostileShape {
 	keys := func(n int) []string { return shapeKeys(tag, n) }
@@ -181,6 +206,8 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		switch s.Family {
 		case scripts.Check:
 			shapes = checkShapes(tag)
+		case scripts.Checks:
+			shapes = sharedShapes(tag)
 		case scripts.Lease:
 			shapes = leaseShapes(tag)
 		case scripts.Peek:

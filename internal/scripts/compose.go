@@ -24,6 +24,9 @@ const (
 	Adjust  Family = "adjust"
 	Lease   Family = "lease"
 	Acquire Family = "acquire"
+	// Checks is several checks in one call, each as Check runs it (a pipeline's checks of
+	// one algorithm, on a standalone or Sentinel Redis).
+	Checks  Family = "checks"
 	Release Family = "release"
 	Reserve Family = "reserve"
 )
@@ -44,7 +47,7 @@ const (
 )
 
 // LimitFamilies are the families that decide limits, each composed with every body.
-var LimitFamilies = []Family{Check, Peek, Adjust, Lease, Acquire}
+var LimitFamilies = []Family{Check, Checks, Peek, Adjust, Lease, Acquire}
 
 // Bodies are the algorithm bodies.
 var Bodies = []Body{Bucket, FixedWindow, SlidingWindow}
@@ -60,6 +63,8 @@ type view struct {
 	Body     Body
 	Keeps    bool
 	ClockKey string
+	// Shared: several checks share the call, and read the clock once (Checks).
+	Shared bool
 }
 
 // Compose is the script of family f with body b (None for Release and Reserve): the family's
@@ -79,6 +84,9 @@ func ComposeOnClock(f Family, b Body, clockKey string) (string, error) {
 // compose is Compose, reading the time from clockKey when it is not "".
 func compose(f Family, b Body, clockKey string) (string, error) {
 	files := []string{"lua/prelude.lua", "lua/decide.lua", "lua/" + string(f) + ".lua"}
+	if f == Checks {
+		files = append(files, "lua/check.lua")
+	}
 	if b != None {
 		files = append(files, "lua/"+string(b)+".lua")
 	}
@@ -98,7 +106,7 @@ func compose(f Family, b Body, clockKey string) (string, error) {
 	}
 	var out bytes.Buffer
 	out.WriteString(generatedHeader)
-	if err := t.ExecuteTemplate(&out, string(f)+".lua", view{Family: f, Body: b, Keeps: b == Bucket, ClockKey: clockKey}); err != nil {
+	if err := t.ExecuteTemplate(&out, string(f)+".lua", view{Family: f, Body: b, Keeps: b == Bucket, ClockKey: clockKey, Shared: f == Checks}); err != nil {
 		return "", fmt.Errorf("compose %s %s: %w", f, b, err)
 	}
 	return out.String(), nil

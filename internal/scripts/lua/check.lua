@@ -36,6 +36,9 @@
 
 {{template "prelude" .}}
 
+{{template "check" .}}
+
+{{- define "check" -}}
 -- keeps: whether this algorithm keeps usage (takes "keep").
 local keeps = {{.Keeps}}
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
@@ -96,3 +99,4 @@ if rem < 1048576 and rst < 134217728 then
   return code + 67108864 * rst
 end
 return {code, 0, rst}
+{{- end}}

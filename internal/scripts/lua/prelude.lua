@@ -1,4 +1,12 @@
 {{- define "now" -}}
+{{- if .Shared -}}
+-- now: read once for every check of the call (above).
+{{- else -}}
+{{template "clock" .}}
+{{- end -}}
+{{- end}}
+
+{{- define "clock" -}}
 {{- if .ClockKey -}}
 -- now: the µs a test set in its clock key (internal/limiter's fake clock), not TIME.
 local now = tonumber(redis.call('GET', '{{.ClockKey}}'))
