@@ -8,22 +8,25 @@ import (
 const maxShared = 128
 
 // share groups a pipeline's calls for a standalone or Sentinel Redis: the checks of one
-// script (and flavour) queued together go as one call of its shared script (scripts.Checks),
-// up to maxShared each; every other call goes alone. The script's own overhead (the call,
+// policy (one script and flavour) queued together go as one call of its shared script
+// (scripts.Checks), up to maxShared each; every other call goes alone. One policy's only:
+// Redis refuses a whole call for one key outside the caller's ACL, so a policy whose keys
+// are refused must fail no other's checks. The script's own overhead (the call,
 // the clock) is then paid once for the group: Redis spends less per decision, and each
 // check is as exact as alone (one runs after another inside one script). Not on Redis
 // Cluster: one call's keys must all live on one slot there.
 func share(calls []*call) []*call {
-	groups := map[*Script][]*call{}
+	groups := map[*Policy][]*call{}
 	out := make([]*call, 0, len(calls))
 	for _, c := range calls {
-		if c.script.shared == nil {
+		if c.script.shared == nil || c.policy == nil {
 			out = append(out, c)
 			continue
 		}
-		groups[c.script] = append(groups[c.script], c)
+		groups[c.policy] = append(groups[c.policy], c)
 	}
-	for s, group := range groups {
+	for _, group := range groups {
+		s := group[0].script
 		for len(group) > 0 {
 			n := min(len(group), maxShared)
 			if n == 1 {

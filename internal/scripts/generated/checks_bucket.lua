@@ -272,14 +272,19 @@ local function check(KEYS, ARGV)
       end
       local used = full - now
       -- A grant's credit (0 without one) pays first: take of the cost; the bucket pays the rest.
-      local take = math.min(credit, cost)
+      -- Integers below 2^53 throughout: x - x % T is T * floor(x / T) exactly, without a call.
+      local take = credit < cost and credit or cost
       local after = used + (cost - take) * T
-      if cost - take > burst then
-        ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)) + credit, -1, used
-      elseif after > cap then
-        ok, r, retry, reset = false, math.max(0, math.floor((cap - used) / T)) + credit, after - cap, used
+      if cost - take > burst or after > cap then
+        local left = cap - used
+        left = (left - left % T) / T
+        ok, r, retry, reset = false, (left > 0 and left or 0) + credit, -1, used
+        if cost - take <= burst then
+          retry = after - cap
+        end
       else
-        ok, r, retry, reset = true, math.floor((cap - after) / T) + credit - take, 0, after
+        local left = cap - after
+        ok, r, retry, reset = true, (left - left % T) / T + credit - take, 0, after
         if credit > take then
           vals[i] = struct.pack('>dddd', now + after, T, credit - take, till)
         else
@@ -299,7 +304,8 @@ local function check(KEYS, ARGV)
   -- code = allowed + 2*replayed + 4*index of the reported limit + 64*remaining. Times leave in
   -- whole milliseconds, rounded up; -1 stays "never". A denial writes only the moves.
   local code = 4 * idx + 64 * rem
-  rst = math.ceil(rst / 1000)
+  -- rst is a whole number of µs: (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a call.
+  rst = (rst + (-rst) % 1000) / 1000
   if not allowed then
     if worst > 0 then
       worst = math.ceil(worst / 1000)

@@ -222,7 +222,8 @@ local function check(KEYS, ARGV)
   -- code = allowed + 2*replayed + 4*index of the reported limit + 64*remaining. Times leave in
   -- whole milliseconds, rounded up; -1 stays "never". A denial writes only the moves.
   local code = 4 * idx + 64 * rem
-  rst = math.ceil(rst / 1000)
+  -- rst is a whole number of µs: (x + (-x) % 1000) / 1000 is ceil(x / 1000), without a call.
+  rst = (rst + (-rst) % 1000) / 1000
   if not allowed then
     if worst > 0 then
       worst = math.ceil(worst / 1000)
