@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
@@ -152,15 +152,15 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	valid := newPolicy("login", v1alpha1.AlgorithmGCRA, 5, time.Minute)
 	valid.UID = "uid-1"
-	published, owners, err := controller.SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+	published, owners, err := publishing.SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
 		[]v1alpha1.RateLimitPolicy{*valid})
 	if err != nil {
 		t.Fatal(err)
 	}
 	broken := valid.DeepCopy()
 	broken.Spec.Limits[0].Period.Duration = 1500 * time.Microsecond // not whole milliseconds
-	last := controller.Published{Snapshot: published, Owners: owners}
-	next, _, err := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
+	last := publishing.Published{Snapshot: published, Owners: owners}
+	next, _, err := publishing.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	}
 	recreated := broken.DeepCopy()
 	recreated.UID = "uid-2" // deleted and created again: it inherits nothing
-	if next, _, _ := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
+	if next, _, _ := publishing.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
 }
