@@ -24,6 +24,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
@@ -196,7 +197,7 @@ func CheckOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 	if rule == nil {
 		return nil, engine.Check{}, http.StatusNotFound, fmt.Errorf("policy: no policy %q in namespace %q", req.Policy, set.Namespace)
 	}
-	cost, err := rule.StatedCost(req.Cost)
+	cost, err := requestread.StatedCost(&rule.Entry, req.Cost)
 	if err != nil {
 		return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("cost: %w", err)
 	}
@@ -209,7 +210,7 @@ func CheckOf(set *engine.Set, req *Request) (*engine.Rule, engine.Check, int, er
 	case composite && req.Identity != "":
 		return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("identity: policy %q has a composite identity: state its parts", req.Policy)
 	case composite || len(req.Parts) > 0:
-		if id, hasID, err = rule.StatedParts(req.Parts); err != nil {
+		if id, hasID, err = requestread.StatedParts(&rule.Entry, req.Parts); err != nil {
 			return nil, engine.Check{}, http.StatusBadRequest, fmt.Errorf("parts: %w", err)
 		}
 	}

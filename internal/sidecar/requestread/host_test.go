@@ -1,9 +1,9 @@
-package engine_test
+package requestread_test
 
 import (
 	"testing"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 )
 
 // Every spelling of one name is that name; a host gateways and upstreams read differently is
@@ -28,7 +28,7 @@ func TestCanonicalHost(t *testing.T) {
 		"localhost":                  "localhost",
 		"shop-1.eu-west.example.com": "shop-1.eu-west.example.com",
 	} {
-		if got, err := engine.CanonicalHost(in); err != nil || got != want {
+		if got, err := requestread.CanonicalHost(in); err != nil || got != want {
 			t.Errorf("CanonicalHost(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
@@ -40,7 +40,7 @@ func TestCanonicalHost(t *testing.T) {
 		"\xd0\xb0pi.example.com", "api.example.co\u212a", "api.example.com\x00",
 		"[::1", "[::1]x", "[]", "[10.0.0.7]", "[fe80::1%25eth0]", "[v1.x]", "::1",
 	} {
-		if got, err := engine.CanonicalHost(in); err == nil {
+		if got, err := requestread.CanonicalHost(in); err == nil {
 			t.Errorf("CanonicalHost(%q) = %q, want an error", in, got)
 		}
 	}

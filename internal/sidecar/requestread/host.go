@@ -1,4 +1,4 @@
-package engine
+package requestread
 
 import (
 	"errors"
@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// errNotAHostName says why canonicalHost refused a host: what it names differs between the
+// errNotAHostName says why CanonicalHost refused a host: what it names differs between the
 // gateways and upstreams that read it.
 var errNotAHostName = errors.New("not a host name: an empty label, or a byte other than a letter, digit, \"-\", \"_\" or \".\"")
 
-// canonicalHost is the host an authority names (a Host header, Envoy's :authority,
+// CanonicalHost is the host an authority names (a Host header, Envoy's :authority,
 // X-Forwarded-Host, the host of X-Original-URL), as every front matches policies on it: ASCII
 // lower case, without the port, without the one trailing dot of an absolute name
 // ("API.example.com.:8443" is api.example.com, as nginx and Traefik route it), an IPv6
@@ -24,7 +24,7 @@ var errNotAHostName = errors.New("not a host name: an empty label, or a byte oth
 // port that is not digits or a second port ("api.example.com:https",
 // "api.example.com:80:80"), a bracketed literal that is not an IPv6 address. Caddy and Go pass such a Host on as sent, and an upstream that trims or decodes it
 // would serve a host no policy was matched on.
-func canonicalHost(authority string) (string, error) {
+func CanonicalHost(authority string) (string, error) {
 	if authority == "" {
 		return "", nil
 	}

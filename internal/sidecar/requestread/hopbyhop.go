@@ -1,4 +1,4 @@
-package engine
+package requestread
 
 import (
 	"net/http"

@@ -1,11 +1,12 @@
-package engine
+package requestread
 
 import (
 	"strconv"
 	"strings"
 )
 
-// requestFingerprint joins the parts that describe a request into one Check.Fingerprint,
+// requestFingerprint joins the parts that describe a request into one fingerprint (the
+// engine's Check.Fingerprint),
 // each length-prefixed so that no two different lists of parts give the same text.
 func requestFingerprint(parts ...string) string {
 	var b strings.Builder
@@ -17,15 +18,15 @@ func requestFingerprint(parts ...string) string {
 	return b.String()
 }
 
-// httpFingerprint describes an HTTP request for idempotency: its method, host (as
-// canonicalHost gave it), path and query, as the policies were matched on.
-func httpFingerprint(method, host, path, query string) string {
+// HTTPFingerprint describes an HTTP request for idempotency: its method, host (as
+// CanonicalHost gave it), path and query, as the policies were matched on.
+func HTTPFingerprint(method, host, path, query string) string {
 	return requestFingerprint(method, host, path, query)
 }
 
-// descriptorFingerprint describes an Envoy request for idempotency: its domain and every
+// DescriptorFingerprint describes an Envoy request for idempotency: its domain and every
 // entry of the descriptor, each length-prefixed.
-func descriptorFingerprint(domain string, entries []DescriptorEntry) string {
+func DescriptorFingerprint(domain string, entries []DescriptorEntry) string {
 	parts := make([]string, 0, 1+2*len(entries))
 	parts = append(parts, domain)
 	for _, e := range entries {
