@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -47,7 +48,7 @@ func NewReader(c client.Client, m meta.RESTMapper) *Reader {
 
 // served reports whether the API server serves the Gateway API v1 kind.
 func served(m meta.RESTMapper, kind string) bool {
-	return scheme.Served(m, gwapiv1.SchemeGroupVersion.WithKind(kind))
+	return scheme.Served(m, schema.GroupVersionKind{Group: gwapiv1.GroupName, Version: "v1", Kind: kind})
 }
 
 // Resolve resolves the attachment of the namespace's policies; nil when none has targetRefs.
