@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -116,7 +116,7 @@ func (r *rig) byRedis(t *testing.T, policy, identity string, n int) int {
 	t.Helper()
 	decided := 0
 	for range n {
-		if resp := r.checkAPI(t, httpcheck.Request{Policy: policy, Identity: identity}); resp.Source == string(limiter.SourceRedis) {
+		if resp := r.checkAPI(t, checkwire.Request{Policy: policy, Identity: identity}); resp.Source == string(limiter.SourceRedis) {
 			decided++
 		}
 	}
