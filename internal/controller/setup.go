@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 )
 
 // Config is what the controllers need of the manager's flags beyond Redis.
@@ -144,6 +145,6 @@ func scriptLoaders(mgr ctrl.Manager, cfg Config) redisbackend.NewScripts {
 		if name != backend.Default {
 			log = log.WithValues("backend", name)
 		}
-		return &ScriptLoader{Client: c, Functions: cfg.Functions, Resync: cfg.Resync, Log: log, OnReload: onReload}
+		return &loader.ScriptLoader{Client: c, Functions: cfg.Functions, Resync: cfg.Resync, Log: log, OnReload: onReload}
 	}
 }

@@ -115,7 +115,7 @@ func amoCase(t *testing.T, e *amoEnv, path amoPath, action faultproxy.Action) {
 	identity, companion := "victim", "companion"
 	rdb := e.client(t)
 	mustCheckOn(t, rdb, p, companion) // connections, slot map and script cache are warm
-	if path.shared { // as the manager preloads every script
+	if path.shared {                  // as the manager preloads every script
 		if err := e.direct.rdb.ScriptLoad(context.Background(), p.script.shared.Source).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // Keep-usage (Spec.KeepUsage) for the lease scripts (the local tier): a lease debits a

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -11,13 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
-// The scripts answer the common call (one limit, no idempotency key) on a path of their own,
-// cheaper in Redis CPU than the general loop over limits. These tests hold both paths to one
-// reference model of each algorithm, with a clock the test controls: every decision of both
-// paths must equal the model's exactly (remaining, retry-after and reset-after to the
-// millisecond), and both paths must leave byte-identical state.
+// The check script answers the common call (one limit, no idempotency key) and the rest
+// through one loop over limits; a call with a request id records the decision too. These
+// tests hold both kinds of call to one reference model of each algorithm, with a clock the
+// test controls: every decision must equal the model's exactly (remaining, retry-after and
+// reset-after to the millisecond), and both must leave byte-identical state.
 
 // clockKey holds the µs the wrapped scripts read as TIME.
 const clockKey = "{scriptcost}:now"

@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // Issue 25, item 2: a preloaded script looped as long as its ARGV said (one EVALSHA of the
@@ -189,6 +190,32 @@ func adjustShapes(tag string) []hostileShape {
 	}
 }
 
+// shapesOf are the hostile shapes of s's family, its keys under tag.
+func shapesOf(s *Script, tag string) []hostileShape {
+	switch s.Family {
+	case scripts.Check:
+		return checkShapes(tag)
+	case scripts.Checks:
+		return sharedShapes(tag)
+	case scripts.Lease:
+		return leaseShapes(tag)
+	case scripts.Peek:
+		// One key more than limits is a peek's shape for a policy with a concurrency limit
+		// (its slots, read-only and bounded): not hostile.
+		shapes := slices.DeleteFunc(checkShapes(tag), func(h hostileShape) bool { return h.name == "one limit and two keys" })
+		return append(shapes, peekShapes(tag)...)
+	case scripts.Adjust:
+		return adjustShapes(tag)
+	case scripts.Acquire:
+		return acquireShapes(tag)
+	case scripts.Release:
+		return releaseShapes(tag)
+	case scripts.Reserve:
+		return reserveShapes(tag)
+	}
+	return nil
+}
+
 // TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (AllScripts: checks,
 // leases, peeks, adjustments, acquires, release, reserve) calls of hostile shapes and requires each refused with the
 // scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
@@ -201,29 +228,7 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range AllScripts() {
-		tag := "{shape:" + s.Name + "}"
-		var shapes []hostileShape
-		switch s.Family {
-		case scripts.Check:
-			shapes = checkShapes(tag)
-		case scripts.Checks:
-			shapes = sharedShapes(tag)
-		case scripts.Lease:
-			shapes = leaseShapes(tag)
-		case scripts.Peek:
-			// One key more than limits is a peek's shape for a policy with a concurrency limit
-			// (its slots, read-only and bounded): not hostile.
-			shapes = slices.DeleteFunc(checkShapes(tag), func(h hostileShape) bool { return h.name == "one limit and two keys" })
-			shapes = append(shapes, peekShapes(tag)...)
-		case scripts.Adjust:
-			shapes = adjustShapes(tag)
-		case scripts.Acquire:
-			shapes = acquireShapes(tag)
-		case scripts.Release:
-			shapes = releaseShapes(tag)
-		case scripts.Reserve:
-			shapes = reserveShapes(tag)
-		}
+		shapes := shapesOf(s, "{shape:"+s.Name+"}")
 		if len(shapes) == 0 {
 			t.Errorf("%s: no hostile shapes for its family %q", s.Name, s.Family)
 		}

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
@@ -34,7 +35,6 @@ func TestSharedChecksDecideAsAlone(t *testing.T) {
 				now += rng.Int64N(400_000)
 				clock.setNow(t, now)
 				var members []*call
-				var calls [][]any // the same checks, for the alone side
 				for j := range 1 + rng.IntN(12) {
 					id, req := fmt.Sprint("id-", rng.IntN(4)), ""
 					if rng.IntN(3) == 0 {
@@ -46,31 +46,8 @@ func TestSharedChecksDecideAsAlone(t *testing.T) {
 						c.keys = append(c.keys, "{extra}") // a shape the check refuses: a key too many
 					}
 					members = append(members, c)
-					calls = append(calls, []any{c.keys, c.args})
 				}
-				sc := sharedCall(p.script.shared, members)
-				got, err := rdb.Eval(ctx, shared, prefixed("s:", sc.keys), sc.args...).Result()
-				if err != nil {
-					t.Fatalf("round %d: the shared call: %v", round, err)
-				}
-				replies, _ := got.([]any)
-				if len(replies) != len(members) {
-					t.Fatalf("round %d: %d replies for %d checks", round, len(replies), len(members))
-				}
-				for j, c := range calls {
-					want, err := rdb.Eval(ctx, alone, prefixed("a:", c[0].([]string)), c[1].([]any)...).Result()
-					var w any = want
-					if err != nil {
-						w = err.Error()
-					}
-					g := replies[j]
-					if e, ok := g.(error); ok {
-						g = e.Error()
-					}
-					if !reflect.DeepEqual(g, w) {
-						t.Fatalf("round %d, check %d: shared %v, alone %v", round, j, g, w)
-					}
-				}
+				compareShared(t, rdb, shared, alone, p.script.shared, members, round)
 			}
 			for id := range 4 {
 				for _, k := range p.Keys(fmt.Sprint("id-", id), "") {
@@ -85,6 +62,37 @@ func TestSharedChecksDecideAsAlone(t *testing.T) {
 	}
 	if s := scripts.For(scripts.Checks, scripts.Bucket); s == nil || !strings.HasPrefix(s.Name, "checks_") {
 		t.Fatal("no shared check script in the catalogue")
+	}
+}
+
+// compareShared runs members once as one call of the shared script (its source shared), on
+// keys prefixed "s:", and once each as the check script alone (alone), on keys prefixed
+// "a:", and requires every reply the same.
+func compareShared(t *testing.T, rdb redis.UniversalClient, shared, alone string, s *Script, members []*call, round int) {
+	t.Helper()
+	ctx := context.Background()
+	sc := sharedCall(s, members)
+	got, err := rdb.Eval(ctx, shared, prefixed("s:", sc.keys), sc.args...).Result()
+	if err != nil {
+		t.Fatalf("round %d: the shared call: %v", round, err)
+	}
+	replies, _ := got.([]any)
+	if len(replies) != len(members) {
+		t.Fatalf("round %d: %d replies for %d checks", round, len(replies), len(members))
+	}
+	for j, c := range members {
+		want, err := rdb.Eval(ctx, alone, prefixed("a:", c.keys), c.args...).Result()
+		w := want
+		if err != nil {
+			w = err.Error()
+		}
+		g := replies[j]
+		if e, ok := g.(error); ok {
+			g = e.Error()
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("round %d, check %d: shared %v, alone %v", round, j, g, w)
+		}
 	}
 }
 
@@ -109,11 +117,11 @@ func TestPipelineSharesChecks(t *testing.T) {
 		before := scriptCalls(t, srv.Client())
 		admitted := make(chan bool, 64*40)
 		done := make(chan struct{})
-		for w := range 64 {
+		for range 64 {
 			go func() {
 				defer func() { done <- struct{}{} }()
 				for range 40 {
-					d := l.Check(context.Background(), p, Request{Identity: "team-" + strconv.Itoa(w%1)})
+					d := l.Check(context.Background(), p, Request{Identity: "team"})
 					if d.WithoutRedis() {
 						t.Errorf("%s: a check fell to the failure mode: %v", alg, d.Err)
 					}

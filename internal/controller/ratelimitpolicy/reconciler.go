@@ -3,7 +3,6 @@ package ratelimitpolicy
 import (
 	"context"
 	"fmt"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +19,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/gatewayapi"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/redisbackend"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"

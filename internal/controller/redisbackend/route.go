@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/backend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 )
 
 // Route is which Redis serves a namespace.
@@ -28,10 +29,10 @@ type Route struct {
 	Err error
 }
 
-// ErrUnavailable wraps the error of a route to a Redis the manager does not reach. Its
-// text is the script loader's (controller.ErrRedisUnavailable): a Redis not reached reads
-// alike in every condition.
-var ErrUnavailable = errors.New("redis unavailable")
+// ErrUnavailable wraps the error of a route to a Redis the manager does not reach: the
+// script loader's own (loader.ErrRedisUnavailable), so a Redis not reached reads alike in
+// every condition.
+var ErrUnavailable = loader.ErrRedisUnavailable
 
 // NotConnected is the error of a route to a backend the manager does not reach.
 func (rt Route) NotConnected() error {

@@ -8,7 +8,7 @@ import (
 )
 
 // Scripts keeps the limiter's scripts loaded on every primary of one Redis: the manager's
-// script loader (controller.ScriptLoader). Each Redis has its own.
+// script loader (loader.ScriptLoader). Each Redis has its own.
 type Scripts interface {
 	// Start checks and repairs the scripts periodically until ctx ends (manager.Runnable).
 	Start(ctx context.Context) error

@@ -20,7 +20,7 @@ func main() {
 
 // run writes the scripts into dir.
 func run(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	want := map[string]bool{}

@@ -1,4 +1,4 @@
-package controller
+package loader
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package controller
+package loader
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
@@ -99,7 +99,7 @@ func expectChanged(t *testing.T, ch <-chan event.GenericEvent, what string) {
 func waitLoaded(t *testing.T, rdb *redis.Client) {
 	t.Helper()
 	var shas []string
-	for _, s := range limiter.AllScripts() {
+	for _, s := range scripts.All() {
 		shas = append(shas, s.SHA)
 	}
 	if err := wait.Poll(10*time.Second, 20*time.Millisecond, func() error {
@@ -124,8 +124,8 @@ func TestScriptLoaderLoadsFunctions(t *testing.T) {
 	replica := redistest.StartReplica(t, s)
 	rdb := s.Client()
 	ctx := context.Background()
-	other := "#!lua name=" + limiter.FunctionPrefix + "0000000000000000000000000000000000000000\n" +
-		"redis.register_function('" + limiter.FunctionPrefix + "0000000000000000000000000000000000000000', function() return 1 end)"
+	other := "#!lua name=" + scripts.FunctionPrefix + "0000000000000000000000000000000000000000\n" +
+		"redis.register_function('" + scripts.FunctionPrefix + "0000000000000000000000000000000000000000', function() return 1 end)"
 	if err := rdb.FunctionLoad(ctx, other).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestScriptLoaderLoadsFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	load("after FUNCTION FLUSH")
-	s0 := limiter.AllScripts()[0]
+	s0 := scripts.All()[0]
 	forged := "#!lua name=" + s0.Function + "\nredis.register_function('" + s0.Function + "', function() return 1 end)"
 	if err := rdb.FunctionLoadReplace(ctx, forged).Err(); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestScriptLoaderLoadsFunctions(t *testing.T) {
 	load("with another version's library")
 	// The other version's whole name: a pattern such as "0*" also matches a real library
 	// whose SHA1 begins with 0.
-	if n, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + strings.Repeat("0", 40)}).Result(); err != nil || len(n) != 1 {
+	if n, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.FunctionPrefix + strings.Repeat("0", 40)}).Result(); err != nil || len(n) != 1 {
 		t.Fatalf("another version's library: %v, %v; want it left alone", n, err)
 	}
 	if n := metricValue(t, foreignLibraries); n != 0 {
@@ -186,7 +186,7 @@ func requireFunctions(t *testing.T, rdb *redis.Client, what string) {
 // haveFunctions reports the first script rdb does not hold as its function library, with
 // exactly its code.
 func haveFunctions(rdb *redis.Client) error {
-	libs, err := rdb.FunctionList(context.Background(), redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*", WithCode: true}).Result()
+	libs, err := rdb.FunctionList(context.Background(), redis.FunctionListQuery{LibraryNamePattern: scripts.FunctionPrefix + "*", WithCode: true}).Result()
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func haveFunctions(rdb *redis.Client) error {
 	for _, l := range libs {
 		code[l.Name] = l.Code
 	}
-	for _, s := range limiter.AllScripts() {
+	for _, s := range scripts.All() {
 		if code[s.Function] != s.Library() {
 			return fmt.Errorf("library %s (%s) missing or with other code", s.Function, s.Name)
 		}

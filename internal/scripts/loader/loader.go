@@ -1,4 +1,4 @@
-package controller
+package loader
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // ErrRedisUnavailable wraps every failure to reach Redis while loading scripts.
@@ -30,7 +30,7 @@ var ErrRedisUnavailable = errors.New("redis unavailable")
 type ScriptLoader struct {
 	// Client reaches Redis (standalone, Cluster or Sentinel).
 	Client redis.UniversalClient
-	// Functions also loads every script as a function library (limiter.Script.Library),
+	// Functions also loads every script as a function library (scripts.Script.Library),
 	// for sidecars that call them with FCALL (per-namespace users may run nothing else).
 	Functions bool
 	// Resync is how often loaded scripts are checked. Default 10s.
@@ -204,9 +204,9 @@ func (l *ScriptLoader) syncPrimaries(ctx context.Context) (int, error) {
 
 // ensureOn loads every script missing on one node and verifies them all.
 func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
-	scripts := limiter.AllScripts()
-	shas := make([]string, len(scripts))
-	for i, s := range scripts {
+	all := scripts.All()
+	shas := make([]string, len(all))
+	for i, s := range all {
 		shas[i] = s.SHA
 	}
 	exists, err := c.ScriptExists(ctx, shas...).Result()
@@ -214,7 +214,7 @@ func ensureOn(ctx context.Context, c *redis.Client) (int, error) {
 		return 0, fmt.Errorf("%s: SCRIPT EXISTS: %w", c.Options().Addr, err)
 	}
 	loaded := 0
-	for i, s := range scripts {
+	for i, s := range all {
 		if exists[i] {
 			continue
 		}
@@ -242,11 +242,11 @@ func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, []string, err
 	}
 	var foreign []string
 	for _, lib := range all {
-		if !strings.HasPrefix(lib.Name, limiter.FunctionPrefix) {
+		if !strings.HasPrefix(lib.Name, scripts.FunctionPrefix) {
 			foreign = append(foreign, lib.Name)
 		}
 	}
-	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*", WithCode: true}).Result()
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.FunctionPrefix + "*", WithCode: true}).Result()
 	if err != nil {
 		return 0, foreign, fmt.Errorf("%s: FUNCTION LIST: %w", c.Options().Addr, err)
 	}
@@ -255,7 +255,7 @@ func ensureFunctionsOn(ctx context.Context, c *redis.Client) (int, []string, err
 		have[lib.Name] = lib.Code
 	}
 	loaded := 0
-	for _, s := range limiter.AllScripts() {
+	for _, s := range scripts.All() {
 		code, ok := have[s.Function]
 		if ok && code == s.Library() {
 			continue
