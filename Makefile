@@ -46,8 +46,9 @@ manifests: ## Generate the CRD, RBAC and webhook manifests from the API markers,
 	cp config/webhook/manifests.yaml $(CHART)/files/generated/webhooks.yaml
 
 .PHONY: generate
-generate: ## Generate DeepCopy methods for the API types.
+generate: ## Generate DeepCopy methods for the API types, and the composed Lua scripts (internal/scripts/generated).
 	$(CONTROLLER_GEN) object paths="./api/..."
+	go generate ./internal/scripts
 
 .PHONY: docs
 docs: ## Generate docs/api.md from the API types (crd-ref-docs; config and templates in hack/apidocs).
@@ -68,7 +69,8 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 
 .PHONY: verify-generated
 verify-generated: manifests generate docs ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config docs $(CHART)/crds $(CHART)/files/generated || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api config docs $(CHART)/crds $(CHART)/files/generated internal/scripts/generated || { echo "generated files are stale: run 'make manifests generate docs' and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/scripts/generated)" || { echo "internal/scripts/generated has files git does not track: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: demo
 demo: envtest redis proxies ## The whole system on this machine: control plane, Redis, manager, sidecar, samples (DEMO_ARGS=--stay keeps it up).

@@ -37,7 +37,7 @@ const (
 
 // ScriptStatus is one Lua script a policy runs.
 type ScriptStatus struct {
-	// name is the script's name, for example "token_bucket".
+	// name is the script's name, for example "check_bucket" (internal/scripts/generated).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

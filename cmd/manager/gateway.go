@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/gatewayapi"
 )
 
 // gatewayOptions are the flags of Gateway API policy attachment.
@@ -27,17 +27,17 @@ func (g *gatewayOptions) bind(fs *flag.FlagSet) {
 }
 
 // config validates the flags and returns the controllers' settings.
-func (g *gatewayOptions) config() (controller.GatewayConfig, error) {
+func (g *gatewayOptions) config() (gatewayapi.Config, error) {
 	impls, err := attachment.ParseImplementations(g.implementations)
 	if err != nil {
-		return controller.GatewayConfig{}, fmt.Errorf("--gateway-implementations: %w", err)
+		return gatewayapi.Config{}, fmt.Errorf("--gateway-implementations: %w", err)
 	}
 	if g.port < 1 || g.port > 65535 {
-		return controller.GatewayConfig{}, fmt.Errorf("--gateway-extauthz-port: %d is not a port", g.port)
+		return gatewayapi.Config{}, fmt.Errorf("--gateway-extauthz-port: %d is not a port", g.port)
 	}
 	if g.service == "" {
-		return controller.GatewayConfig{}, fmt.Errorf("--gateway-extauthz-service: empty")
+		return gatewayapi.Config{}, fmt.Errorf("--gateway-extauthz-service: empty")
 	}
-	return controller.GatewayConfig{Implementations: impls, Service: g.service, Port: int32(g.port),
+	return gatewayapi.Config{Implementations: impls, Service: g.service, Port: int32(g.port),
 		IstioProvider: g.istioProvider}, nil
 }

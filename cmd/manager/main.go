@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/redisbackend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
@@ -190,15 +191,15 @@ func run(o options) error {
 
 // backendsConfig is the RedisBackends' settings; nil with --redis-backends=false. Their
 // users' repair loops report users found unasked on unknown, as the default Redis's does.
-func (o *options) backendsConfig(unknown chan event.GenericEvent) *controller.BackendsConfig {
+func (o *options) backendsConfig(unknown chan event.GenericEvent) *redisbackend.Config {
 	if !o.backends {
 		return nil
 	}
-	cfg := &controller.BackendsConfig{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
+	cfg := &redisbackend.Config{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
 		return o.memory.monitor(nodes, o.tenancy.usersPrefix())
 	}}
 	if o.tenancy.enabled {
-		cfg.Users = &controller.BackendUsers{Prefix: o.tenancy.userPrefix, Resync: o.scriptResync, Unknown: unknown}
+		cfg.Users = &redisbackend.Users{Prefix: o.tenancy.userPrefix, Resync: o.scriptResync, Unknown: unknown}
 	}
 	return cfg
 }

@@ -13,7 +13,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/redisbackend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -74,7 +74,7 @@ func (t *tenancyOptions) addCache(byObject map[client.Object]cache.ByObject) {
 // RedisBackends on, on the Redis of each (redises) when enabled; unknown is the repair
 // loops' shared channel.
 func (t *tenancyOptions) setup(mgr ctrl.Manager, nodes redisacl.Nodes, ro redisconn.Options, resync time.Duration,
-	keyPrefix string, redises *controller.Redises, unknown chan event.GenericEvent) error {
+	keyPrefix string, redises *redisbackend.Redises, unknown chan event.GenericEvent) error {
 	if !t.enabled {
 		return nil
 	}

@@ -319,12 +319,12 @@ func TestLeaseReturnKeepsAGrant(t *testing.T) {
 			t.Fatalf("lease call %v: %v", head, err)
 		}
 	}
-	lease([]string{state, rec1}, "5", p.ttlMS, "1", "-1", "f", "1")
+	lease([]string{state, rec1}, "5", p.ttlMS, "1", "-1", "1")
 	if got := remaining(t, l, p, "lessee"); got[0] != 5 {
 		t.Fatalf("after a lease of 5: %v remaining, want 5", got)
 	}
 	mustAdjust(t, l, p, "lessee", OpGrant, 10)
-	lease([]string{state, rec2, rec1}, "0", p.ttlMS, "1", "2", "f", "1") // 2 spent, 3 returned
+	lease([]string{state, rec2, rec1}, "0", p.ttlMS, "1", "2", "1") // 2 spent, 3 returned
 	if got := remaining(t, l, p, "lessee"); got[0] != 15 {
 		t.Fatalf("after the grant of 10 and a return of 3: %v remaining, want 15 (the grant kept)", got)
 	}
@@ -412,7 +412,7 @@ func TestNoLeaseOfACredit(t *testing.T) {
 		admits(t, l, p, "lessee", 4)
 		mustAdjust(t, l, p, "lessee", OpGrant, 5)
 		v, err := evalOne(ctx, rdb, p.leaseScript, []string{state, state + ":lease:1"},
-			append([]any{"5", p.ttlMS, "1", "-1", "t", "1"}, p.limitArg...))
+			append([]any{"5", p.ttlMS, "1", "-1", "1"}, p.limitArg...))
 		if r, ok := v.([]any); err != nil || !ok || r[0] != int64(0) {
 			t.Fatalf("%s: a lease while a credit lasts: %v, %v; want nothing granted", alg, v, err)
 		}

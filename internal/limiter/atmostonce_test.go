@@ -62,6 +62,9 @@ type amoPath struct {
 	redirect bool
 	// batch sends a companion check in the same pipeline, ahead of the broken one.
 	batch bool
+	// shared makes the companion and the broken check share one call (standalone only): the
+	// call runs once or not at all, and the companion shares the broken check's fate.
+	shared bool
 	// run makes the check and returns the Err of its decision (nil when Redis decided).
 	run func(t *testing.T, rdb redis.UniversalClient, p *Policy, identity, companion string) error
 }
@@ -75,6 +78,8 @@ var amoPaths = []amoPath{
 	{name: "check-redirected", redirect: true, run: amoCheck(false)},
 	{name: "batch-of-one-redirected", redirect: true, run: amoCheck(true)},
 	{name: "batch-redirected", redirect: true, batch: true, run: amoBatch},
+	{name: "shared", batch: true, shared: true, run: amoShared},
+	{name: "shared-noscript", noScript: true, batch: true, shared: true, run: amoShared},
 }
 
 // TestScriptSentAtMostOnce: on standalone (a client as redisconn builds it, and one with
@@ -93,7 +98,7 @@ func TestScriptSentAtMostOnce(t *testing.T) {
 		e := env(t)
 		t.Run(e.name, func(t *testing.T) {
 			for _, path := range amoPaths {
-				if path.redirect && e.cluster == nil {
+				if path.redirect && e.cluster == nil || path.shared && e.cluster != nil {
 					continue
 				}
 				for _, action := range []faultproxy.Action{faultproxy.DropBefore, faultproxy.DropAfter, faultproxy.Delay} {
@@ -110,6 +115,11 @@ func amoCase(t *testing.T, e *amoEnv, path amoPath, action faultproxy.Action) {
 	identity, companion := "victim", "companion"
 	rdb := e.client(t)
 	mustCheckOn(t, rdb, p, companion) // connections, slot map and script cache are warm
+	if path.shared {                  // as the manager preloads every script
+		if err := e.direct.rdb.ScriptLoad(context.Background(), p.script.shared.Source).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	key := p.Keys(identity, "")[0]
 	target := e.owner(t, key)
 	if e.cluster != nil {
@@ -144,7 +154,7 @@ func amoCase(t *testing.T, e *amoEnv, path amoPath, action faultproxy.Action) {
 	if debits != want {
 		t.Errorf("the check debited %d times, want %d: the script was sent again after %s", debits, want, action)
 	}
-	if path.batch {
+	if path.batch && !path.shared {
 		want++ // the companion's
 	}
 	if runs != want {
@@ -174,6 +184,23 @@ func amoBatch(t *testing.T, rdb redis.UniversalClient, p *Policy, identity, comp
 	other := newCall(p.script, p.Keys(companion, ""), p.Args(Request{Cost: 1}))
 	evalBatch(ctx, rdb, []*call{other, victim})
 	<-other.done
+	res := <-victim.done
+	return res.err
+}
+
+// amoShared is amoBatch with the two checks in one shared call (shared.go), as a pipeline of
+// a standalone Redis sends one policy's checks; the companion must fail with the victim.
+func amoShared(t *testing.T, rdb redis.UniversalClient, p *Policy, identity, companion string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), amoTimeout)
+	defer cancel()
+	victim := newCall(p.script, p.Keys(identity, ""), p.Args(Request{Cost: 1}))
+	other := newCall(p.script, p.Keys(companion, ""), p.Args(Request{Cost: 1}))
+	victim.policy, other.policy = p, p
+	evalBatch(ctx, rdb, []*call{other, victim})
+	if res := <-other.done; res.err == nil {
+		t.Errorf("the companion sharing the broken call was answered by Redis: %v", res.val)
+	}
 	res := <-victim.done
 	return res.err
 }

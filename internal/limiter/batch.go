@@ -18,6 +18,13 @@ type call struct {
 	keys   []string
 	args   []any
 	done   chan result // buffered: a caller that gave up never blocks the worker
+	// members, for a shared call (share), are the checks it carries, each answered from
+	// its reply; such a call is never pooled.
+	members []*call
+	// policy is the policy a check's call is for: only one policy's checks share a call, so
+	// that a policy whose calls fail (keys outside the user's ACL: NOPERM for the whole
+	// call) fails no other's.
+	policy *Policy
 }
 
 type result struct {
@@ -35,7 +42,7 @@ func newCall(s *Script, keys []string, args []any) *call {
 
 // release returns a call whose result has been received (or that was never sent) to the pool.
 func (c *call) release() {
-	c.script, c.keys, c.args = nil, nil, nil
+	c.script, c.keys, c.args, c.policy = nil, nil, nil, nil
 	calls.Put(c)
 }
 

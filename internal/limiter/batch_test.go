@@ -43,8 +43,11 @@ func TestPipelineStats(t *testing.T) {
 	if pipes == 0 || pipes >= checks {
 		t.Errorf("%d checks in %d pipelines: want batches of more than one under 64-way concurrency", checks, pipes)
 	}
-	if calls := scriptCalls(t, sc) - calls0; calls != int64(checks) {
-		t.Errorf("Redis ran %d script calls for %d checks", calls, checks)
+	// One policy's checks in a pipeline share a call (shared.go): about one call a pipeline
+	// (two for the first shared call, loaded after NOSCRIPT), far fewer than checks.
+	calls := scriptCalls(t, sc) - calls0
+	if calls > int64(pipes)+2 || calls < 1 {
+		t.Errorf("Redis ran %d script calls for %d checks in %d pipelines: want about one a pipeline", calls, checks, pipes)
 	}
-	t.Logf("%d checks in %d pipelines (%.1f per pipeline)", checks, pipes, float64(checks)/float64(pipes))
+	t.Logf("%d checks in %d pipelines (%.1f per pipeline), %d script calls", checks, pipes, float64(checks)/float64(pipes), calls)
 }

@@ -166,7 +166,7 @@ func checkCalendars(c Spec) FieldErrors {
 		}
 		field := fmt.Sprintf("limits[%d].calendar", i)
 		switch {
-		case c.Algorithm != FixedWindow:
+		case !c.Algorithm.desc().calendar:
 			errs.add(field, "calendar windows are for FixedWindow, not %s", c.Algorithm)
 		case l.Calendar.Unit.Check() != nil:
 			errs.add(field+".unit", "%v", l.Calendar.Unit.Check())

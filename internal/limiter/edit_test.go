@@ -110,7 +110,7 @@ func TestEditedPolicyReadsStateSanely(t *testing.T) {
 	runners := map[Algorithm]*fakeClockRunner{}
 	for _, alg := range algorithms {
 		s, _ := ScriptFor(alg)
-		runners[alg] = &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+		runners[alg] = &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 	}
 	for seed := range uint64(150) {
 		rng := rand.New(rand.NewPCG(seed, 99))
@@ -195,7 +195,7 @@ func TestRaisedPeriodDoesNotStrandIdentities(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
 			s, _ := ScriptFor(alg)
-			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 			mk := func(period time.Duration, requests int64) *Policy {
 				p, err := NewPolicy(Spec{Namespace: "edit", Name: "raise-" + string(alg), Algorithm: alg,
 					Limits: []Limit{{Name: "w", Requests: requests, Period: period}}, StateKey: testTemplate,

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -110,6 +111,10 @@ const maxClients = "ERR max number of clients reached"
 // errBadReply marks a script reply the limiter cannot decode: the call's fault (a script of
 // another version, say), never the node's.
 var errBadReply = errors.New("unexpected script reply")
+
+// errSharedReply is the error of the checks a shared call carried when its reply is not one
+// reply per check.
+var errSharedReply = fmt.Errorf("%w: a shared call's reply is not one per check", errBadReply)
 
 // KindOf classifies an error of a Redis call (see ErrorKind and the table of replyKinds);
 // KindOf(nil) is 0.

@@ -64,7 +64,7 @@ func evalBatch(ctx context.Context, rdb redis.UniversalClient, calls []*call) {
 		evalClusterBatch(ctx, cc, calls)
 		return
 	}
-	evalPipeline(ctx, rdb, calls, false)
+	evalPipeline(ctx, rdb, share(calls), false)
 }
 
 // evalClusterBatch pipelines each primary's calls on that node's own connection, the nodes in
@@ -137,6 +137,6 @@ func settle(c *call, cmd *redis.Cmd, keepRedirects bool, redirects []*call) []*c
 	if keepRedirects && redirected(err) {
 		return append(redirects, c)
 	}
-	c.finish(v, err)
+	c.answer(v, err)
 	return redirects
 }

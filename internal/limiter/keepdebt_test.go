@@ -21,7 +21,7 @@ func TestTierChangeDownAndBackKeepsDebt(t *testing.T) {
 	ttl := 2*keepDay + time.Hour
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
 		s, _ := ScriptFor(alg)
-		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 		leases := newLeaseRunner(rdb, alg)
 		pro := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 100, Period: keepDay})
 		free := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 5, Period: keepDay})

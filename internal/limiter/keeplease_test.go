@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // Keep-usage (Spec.KeepUsage) for the lease scripts (the local tier): a lease debits a
@@ -25,7 +27,7 @@ type leaseRunner struct {
 }
 
 func newLeaseRunner(rdb redis.UniversalClient, alg Algorithm) *leaseRunner {
-	return &leaseRunner{rdb: rdb, src: withFakeClock(leaseScripts[alg].Source)}
+	return &leaseRunner{rdb: rdb, src: withFakeClock(scriptOf(scripts.Lease, alg))}
 }
 
 // leaseReplyOf is a lease script's reply: granted, returned, left, then the offsets.
@@ -76,7 +78,7 @@ func TestTierChangeLeasesKeepUsage(t *testing.T) {
 	ttl := 2*keepDay + time.Hour
 	for _, alg := range algorithms {
 		s, _ := ScriptFor(alg)
-		k := &leaseFigures{run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}, leases: newLeaseRunner(rdb, alg),
+		k := &leaseFigures{run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}, leases: newLeaseRunner(rdb, alg),
 			free:  keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 1_000, Period: keepDay}),
 			pro:   keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 100_000, Period: keepDay}),
 			start: start, buckets: alg == TokenBucket || alg == GCRA}
@@ -179,7 +181,7 @@ func TestTierChangeLeasesNeverOverAdmit(t *testing.T) {
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
 		t.Run(string(alg), func(t *testing.T) {
 			s, _ := ScriptFor(alg)
-			p := &leaseProperty{rdb: rdb, run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}, leases: newLeaseRunner(rdb, alg)}
+			p := &leaseProperty{rdb: rdb, run: &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}, leases: newLeaseRunner(rdb, alg)}
 			for seed := range uint64(30) {
 				p.caller(t, alg, seed)
 			}
@@ -318,7 +320,7 @@ func TestKeepUsageReadsAnyValue(t *testing.T) {
 	}
 	for _, alg := range []Algorithm{TokenBucket, GCRA} {
 		s, _ := ScriptFor(alg)
-		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 		leases := newLeaseRunner(rdb, alg)
 		for _, keep := range []bool{false, true} {
 			for _, two := range []bool{false, true} {

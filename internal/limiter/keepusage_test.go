@@ -117,7 +117,7 @@ func TestTierChangeKeepsUsage(t *testing.T) {
 	for _, alg := range algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			s, _ := ScriptFor(alg)
-			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 			var tally keepTally
 			for seed := range uint64(40) {
 				rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
@@ -269,7 +269,7 @@ func TestTierChangeIssueFigures(t *testing.T) {
 	start := int64(20_400)*day + 10*time.Hour.Microseconds() // 2025-11-07 10:00 UTC
 	for _, alg := range algorithms {
 		s, _ := ScriptFor(alg)
-		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 		ttl := 2*keepDay + time.Hour
 		free := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 1_000, Period: keepDay})
 		pro := keepPolicy(t, alg, ttl, Limit{Name: "daily", Requests: 100_000, Period: keepDay})

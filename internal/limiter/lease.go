@@ -58,18 +58,6 @@ func (l *lease) left(now time.Time) int64 {
 	return l.units - l.next
 }
 
-// leaseKind is the ARGV kind of an algorithm's lease script.
-func leaseKind(a Algorithm) string {
-	switch a {
-	case FixedWindow:
-		return "f"
-	case SlidingWindow:
-		return "s"
-	default:
-		return "t"
-	}
-}
-
 // leaseArgs is ARGV of a lease call: k units wanted, at least minLeaseUnits and at most
 // 1/share of what is left, returning prev's unspent units (prev nil: none), with the
 // calendar windows (if any) that hold server time at.
@@ -78,9 +66,8 @@ func (p *Policy) leaseArgs(k, share int64, prev *lease, at time.Time) []any {
 	if prev != nil {
 		next = strconv.FormatInt(prev.next, 10)
 	}
-	out := make([]any, 0, 6+len(p.limitArg))
-	out = append(out, strconv.FormatInt(k, 10), p.ttlMS, strconv.Itoa(minLeaseUnits), next, leaseKind(p.Algorithm),
-		strconv.FormatInt(share, 10))
+	out := make([]any, 0, 5+len(p.limitArg))
+	out = append(out, strconv.FormatInt(k, 10), p.ttlMS, strconv.Itoa(minLeaseUnits), next, strconv.FormatInt(share, 10))
 	out = append(out, p.limitArg...)
 	if p.calendars != nil {
 		p.calendars.fill(out[len(out)-len(p.limitArg):], at)
@@ -136,7 +123,7 @@ func decodeLease(p *Policy, v any, id string, sent time.Time) (leaseReply, error
 	first := time.Duration(math.MaxInt64)
 	for i, off := range n[3:] {
 		first = min(first, time.Duration(off)*time.Microsecond)
-		if leaseKind(p.Algorithm) == "t" {
+		if p.Algorithm.desc().bucket {
 			step := time.Duration(interval(p.Limits[i])) * time.Microsecond
 			if l.step == 0 || step < l.step {
 				l.step = step

@@ -264,6 +264,7 @@ func (l *Limiter) eval(ctx context.Context, p *Policy, keys []string, args []any
 	// With socket deadlines the worker's pipeline always answers within Timeout, so a
 	// pipelined check waits without a timer (one allocation fewer on the hot path).
 	c := newCall(p.script, keys, args)
+	c.policy = p
 	if l.batch == nil {
 		go func() { c.finish(evalOne(ctx, l.rdb, c.script, c.keys, c.args)) }()
 	} else if !l.batch.submit(c) {

@@ -30,15 +30,26 @@ func newLocalCap(c Spec) (*localCap, error) {
 	if c.FailureMode != LocalCap {
 		return nil, nil
 	}
-	lc := c.LocalCap
-	if lc == nil || lc.Requests < 1 || lc.Period < time.Millisecond || lc.MaxIdentities < 1 {
-		return nil, errors.New("failureMode LocalCap needs localCap with requests >= 1, period >= 1ms and maxIdentities >= 1")
+	if err := checkLocalCap(c); err != nil {
+		return nil, err
 	}
+	lc := c.LocalCap
 	cache, err := lru.New[string, *localWindow](lc.MaxIdentities)
 	if err != nil {
 		return nil, err
 	}
 	return &localCap{requests: lc.Requests, period: lc.Period, windows: cache}, nil
+}
+
+// checkLocalCap says what is wrong with c's local cap, when its failure mode is LocalCap.
+func checkLocalCap(c Spec) error {
+	if c.FailureMode != LocalCap {
+		return nil
+	}
+	if lc := c.LocalCap; lc == nil || lc.Requests < 1 || lc.Period < time.Millisecond || lc.MaxIdentities < 1 {
+		return errors.New("failureMode LocalCap needs localCap with requests >= 1, period >= 1ms and maxIdentities >= 1")
+	}
+	return nil
 }
 
 // take debits cost for identity and reports whether it fits, with the wait when it does not.

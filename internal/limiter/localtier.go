@@ -123,7 +123,7 @@ func (t *localTier) newID() string {
 // T), max(rate, 1/T) * Span. At least cost, at most MaxUnits (the script also keeps it
 // within 1/Share of what is left).
 func (t *localTier) want(p *Policy, rate float64, cost int64) int64 {
-	if leaseKind(p.Algorithm) == "t" {
+	if p.Algorithm.desc().bucket {
 		rate = max(rate, 1e6/float64(p.minInterval()))
 	}
 	return max(min(int64(math.Ceil(rate*t.opts.Span.Seconds())), t.opts.MaxUnits), cost)

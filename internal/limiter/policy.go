@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // FailureMode is what Check answers while Redis cannot be asked.
@@ -153,39 +154,29 @@ var policySerial atomic.Uint64
 // MaxLimits is the most limits one policy may have.
 const MaxLimits = 8
 
-// NewPolicy checks c and prepares it. Its error is FieldErrors, naming every bad field.
+// NewPolicy checks c (Validate) and prepares it for the hot path. Its error is FieldErrors,
+// naming every bad field.
 func NewPolicy(c Spec) (*Policy, error) {
-	s, err := ScriptFor(c.Algorithm)
-	if err != nil {
-		return nil, FieldErrors{{Field: "algorithm", Detail: err.Error()}}
+	if errs := Validate(c); len(errs) > 0 {
+		return nil, errs
 	}
 	c.Limits = withCalendarPeriods(c.Limits)
-	p := &Policy{Spec: c, script: s, leaseScript: leaseScripts[c.Algorithm], peekScript: peekScripts[c.Algorithm],
-		adjustScript: adjustScripts[c.Algorithm], acquireScript: acquireScripts[c.Algorithm], serial: policySerial.Add(1)}
+	if c.IdempotencyKey != "" && c.IdempotencyMaxReplays == 0 {
+		c.IdempotencyMaxReplays = DefaultMaxReplays
+	}
+	p := &Policy{Spec: c, script: scriptOf(scripts.Check, c.Algorithm), leaseScript: scriptOf(scripts.Lease, c.Algorithm),
+		peekScript: scriptOf(scripts.Peek, c.Algorithm), adjustScript: scriptOf(scripts.Adjust, c.Algorithm),
+		acquireScript: scriptOf(scripts.Acquire, c.Algorithm), serial: policySerial.Add(1)}
 	if c.Functions {
-		p.script, p.leaseScript, p.peekScript = s.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
+		p.script, p.leaseScript, p.peekScript = p.script.asFunction(), p.leaseScript.asFunction(), p.peekScript.asFunction()
 		p.adjustScript, p.acquireScript = p.adjustScript.asFunction(), p.acquireScript.asFunction()
 	}
-	errs := checkLimits(c.Algorithm, c.Limits)
-	errs = append(errs, checkConcurrency(c)...)
-	errs = append(errs, checkSettle(c)...)
-	errs = append(errs, checkCalendars(c)...)
-	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
-		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
-			c.TTL, c.Algorithm, h, h)
-	}
-	parseErrs := p.parseTemplates()
-	errs = append(errs, parseErrs...)
-	if len(parseErrs) == 0 {
-		errs = append(errs, checkLayout(c, p.state, p.idem)...)
-	}
+	p.state, p.idem, _ = parseTemplates(c)
+	var err error
 	if p.local, err = newLocalCap(c); err != nil {
-		errs.add("localCap", "%v", err)
+		return nil, FieldErrors{{Field: "localCap", Detail: err.Error()}}
 	}
-	if len(errs) == 0 {
-		errs = p.buildShards(c)
-	}
-	if len(errs) > 0 {
+	if errs := p.buildShards(c); len(errs) > 0 {
 		return nil, errs
 	}
 	p.ttlMS = strconv.FormatInt(c.TTL.Milliseconds(), 10)
@@ -198,31 +189,58 @@ func NewPolicy(c Spec) (*Policy, error) {
 	return p, nil
 }
 
-// parseTemplates parses the key templates into p.
-func (p *Policy) parseTemplates() FieldErrors {
-	var errs FieldErrors
-	var err error
-	if p.StateKey == "" {
-		errs.add("keyLayout.state", "a state key template is required")
-	} else if p.state, err = keylayout.Parse(p.StateKey, stateVars...); err != nil {
-		errs.add("keyLayout.state", "%v", err)
+// Validate says what is wrong with c, naming every bad field, and builds nothing a policy
+// holds at run time (no local cap's cache, no shards' policies, no scripts): what the webhook
+// and the controller's compiler call. NewPolicy calls it first.
+func Validate(c Spec) FieldErrors {
+	if _, ok := algorithmTable[c.Algorithm]; !ok {
+		return FieldErrors{{Field: "algorithm", Detail: fmt.Sprintf("unknown algorithm %q", c.Algorithm)}}
 	}
-	if p.IdempotencyKey == "" {
-		return errs
+	c.Limits = withCalendarPeriods(c.Limits)
+	errs := checkLimits(c.Algorithm, c.Limits)
+	errs = append(errs, checkConcurrency(c)...)
+	errs = append(errs, checkSettle(c)...)
+	errs = append(errs, checkCalendars(c)...)
+	if h := Horizon(c.Algorithm, c.Limits); c.TTL < h {
+		errs.add("keyLayout.ttl", "%s is shorter than the %s horizon %s: keys would expire while they still count; use at least %s",
+			c.TTL, c.Algorithm, h, h)
 	}
-	if p.idem, err = keylayout.Parse(p.IdempotencyKey, idemVars...); err != nil {
-		errs.add("keyLayout.idempotency", "%v", err)
+	state, idem, parseErrs := parseTemplates(c)
+	errs = append(errs, parseErrs...)
+	if len(parseErrs) == 0 {
+		errs = append(errs, checkLayout(c, state, idem)...)
 	}
-	if p.IdempotencyTTL < time.Millisecond {
-		errs.add("idempotency.ttl", "must be at least 1ms")
+	if err := checkLocalCap(c); err != nil {
+		errs.add("localCap", "%v", err)
 	}
-	if p.IdempotencyMaxReplays == 0 {
-		p.IdempotencyMaxReplays = DefaultMaxReplays
-	}
-	if p.IdempotencyMaxReplays < 1 || p.IdempotencyMaxReplays > MaxReplays {
-		errs.add("idempotency.maxReplays", "must be between 1 and %d, got %d", MaxReplays, p.IdempotencyMaxReplays)
+	if len(errs) == 0 {
+		errs = checkShards(c)
 	}
 	return errs
+}
+
+// parseTemplates parses c's key templates, naming what is wrong with them and with the
+// idempotency settings that go with the idempotency template.
+func parseTemplates(c Spec) (state, idem *keylayout.Template, errs FieldErrors) {
+	var err error
+	if c.StateKey == "" {
+		errs.add("keyLayout.state", "a state key template is required")
+	} else if state, err = keylayout.Parse(c.StateKey, stateVars...); err != nil {
+		errs.add("keyLayout.state", "%v", err)
+	}
+	if c.IdempotencyKey == "" {
+		return state, nil, errs
+	}
+	if idem, err = keylayout.Parse(c.IdempotencyKey, idemVars...); err != nil {
+		errs.add("keyLayout.idempotency", "%v", err)
+	}
+	if c.IdempotencyTTL < time.Millisecond {
+		errs.add("idempotency.ttl", "must be at least 1ms")
+	}
+	if r := c.IdempotencyMaxReplays; r != 0 && (r < 1 || r > MaxReplays) {
+		errs.add("idempotency.maxReplays", "must be between 1 and %d, got %d", MaxReplays, r)
+	}
+	return state, idem, errs
 }
 
 // Replays of one request id a policy allows: at most MaxReplays, DefaultMaxReplays unless
@@ -271,7 +289,7 @@ func checkLimit(a Algorithm, l Limit) *FieldError {
 	case l.Burst < 0:
 		return &FieldError{"burst", "must not be negative"}
 	}
-	if a != TokenBucket && a != GCRA {
+	if !a.desc().bucket {
 		return nil
 	}
 	if l.Requests > l.Period.Microseconds() {
@@ -316,7 +334,7 @@ func interval(l Limit) int64 {
 }
 
 func burstOf(a Algorithm, l Limit) int64 {
-	if l.Burst == 0 || (a != TokenBucket && a != GCRA) {
+	if l.Burst == 0 || !a.desc().bucket {
 		return l.Requests
 	}
 	return l.Burst
@@ -329,19 +347,12 @@ func burstOf(a Algorithm, l Limit) int64 {
 func Horizon(a Algorithm, ls []Limit) time.Duration {
 	var h time.Duration
 	for _, l := range ls {
-		var need time.Duration
 		if l.Calendar != nil {
 			continue // its keys' PX reaches past its window's end
 		}
-		switch a {
-		case SlidingWindow:
-			need = 2 * l.Period
-		case TokenBucket, GCRA:
-			need = time.Duration(min(float64(burstOf(a, l))*float64(interval(l)), maxVirtualTime)) * time.Microsecond
-		default:
-			need = l.Period
+		if f := a.desc().horizon; f != nil {
+			h = max(h, f(l, burstOf(a, l)))
 		}
-		h = max(h, need)
 	}
 	return max(h, time.Millisecond)
 }
@@ -354,13 +365,13 @@ func limitArgs(a Algorithm, ls []Limit, keep bool) []any {
 	out := make([]any, 0, 2*len(ls)+1)
 	str := func(n int64) string { return strconv.FormatInt(n, 10) }
 	for _, l := range ls {
-		if a == TokenBucket || a == GCRA {
+		if a.desc().bucket {
 			out = append(out, str(interval(l)), str(burstOf(a, l)))
 		} else {
 			out = append(out, str(l.Requests), str(l.Period.Microseconds()))
 		}
 	}
-	if keep && (a == TokenBucket || a == GCRA) {
+	if keep && a.desc().bucket {
 		out = append(out, keepArg)
 	}
 	return out
@@ -375,8 +386,11 @@ func (p *Policy) size(i int) int64 {
 	return burstOf(p.Algorithm, p.Limits[i])
 }
 
-// Script is the Lua script the policy runs.
+// Script is the Lua script the policy's checks run.
 func (p *Policy) Script() *Script { return p.script }
+
+// LeaseScript is the Lua script the policy's leases run (the local tier).
+func (p *Policy) LeaseScript() *Script { return p.leaseScript }
 
 // Keys returns the Redis keys a check for identity touches, in KEYS order, with the
 // idempotency key last when requestID is set and the policy has idempotency.

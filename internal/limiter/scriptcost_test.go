@@ -10,33 +10,27 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
-// The scripts answer the common call (one limit, no idempotency key) on a path of their own,
-// cheaper in Redis CPU than the general loop over limits. These tests hold both paths to one
-// reference model of each algorithm, with a clock the test controls: every decision of both
-// paths must equal the model's exactly (remaining, retry-after and reset-after to the
-// millisecond), and both paths must leave byte-identical state.
+// The check script answers the common call (one limit, no idempotency key) and the rest
+// through one loop over limits; a call with a request id records the decision too. These
+// tests hold both kinds of call to one reference model of each algorithm, with a clock the
+// test controls: every decision must equal the model's exactly (remaining, retry-after and
+// reset-after to the millisecond), and both must leave byte-identical state.
 
 // clockKey holds the µs the wrapped scripts read as TIME.
 const clockKey = "{scriptcost}:now"
 
-// withFakeClock wraps a script so that redis.call('TIME') answers the time stored at
-// clockKey; every other call goes to Redis unchanged. The local redis shadows the global
-// one for the whole script.
-func withFakeClock(src string) string {
-	return `local realredis = redis
-local redis = {
-  call = function(cmd, ...)
-    if cmd == 'TIME' then
-      local us = tonumber(realredis.call('GET', '` + clockKey + `'))
-      return {string.format('%d', (us - us % 1000000) / 1000000), string.format('%d', us % 1000000)}
-    end
-    return realredis.call(cmd, ...)
-  end,
-  pcall = function(...) return realredis.pcall(...) end,
-}
-` + src
+// withFakeClock is s composed to read the time stored at clockKey instead of TIME
+// (scripts.ComposeOnClock), so that a test sets the clock.
+func withFakeClock(s *Script) string {
+	src, err := scripts.ComposeOnClock(s.Family, s.Body, clockKey)
+	if err != nil {
+		panic(err)
+	}
+	return src
 }
 
 // limitModel is one limit of the reference model: per-limit results as the driver combines
@@ -254,7 +248,7 @@ func TestScriptPathsMatchModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+		run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 		for i, c := range pathConfigs {
 			t.Run(string(alg)+"/"+c.name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(len(alg)), uint64(i)))
@@ -342,7 +336,7 @@ func TestClockBackwardsKeepsNewestWindow(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 		t.Run(string(alg), func(t *testing.T) {
 			s, _ := ScriptFor(alg)
-			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s.Source)}
+			run := &fakeClockRunner{rdb: rdb, src: withFakeClock(s)}
 			p := modelPolicy(t, alg, Limit{Name: "w", Requests: 3, Period: time.Second})
 			now := int64(1_700_000_000_500_000)
 			for _, id := range []string{"a", "b"} {

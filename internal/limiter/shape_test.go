@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
 // Issue 25, item 2: a preloaded script looped as long as its ARGV said (one EVALSHA of the
@@ -65,15 +67,14 @@ func checkShapes(tag string) []hostileShape {
 func leaseShapes(tag string) []hostileShape {
 	limits := shapeLimits
 	keys := func(n int) []string { return shapeKeys(tag, n) }
-	head := func(prev, kind, share string) []any { return []any{"5", "60000", "2", prev, kind, share} }
+	head := func(prev, share string) []any { return []any{"5", "60000", "2", prev, share} }
 	return []hostileShape{
-		{"nine limits", keys(10), append(head("-1", "f", "4"), limits(9)...)},
-		{"a hundred thousand limits", keys(100001), append(head("-1", "f", "4"), limits(100000)...)},
-		{"a previous lease without its record", keys(2), append(head("0", "f", "4"), limits(1)...)},
-		{"a record too many", keys(3), append(head("-1", "f", "4"), limits(1)...)},
-		{"an unknown kind", keys(2), append(head("-1", "x", "4"), limits(1)...)},
-		{"a share of 0", keys(2), append(head("-1", "f", "0"), limits(1)...)},
-		{"no limit", keys(1), head("-1", "f", "4")},
+		{"nine limits", keys(10), append(head("-1", "4"), limits(9)...)},
+		{"a hundred thousand limits", keys(100001), append(head("-1", "4"), limits(100000)...)},
+		{"a previous lease without its record", keys(2), append(head("0", "4"), limits(1)...)},
+		{"a record too many", keys(3), append(head("-1", "4"), limits(1)...)},
+		{"a share of 0", keys(2), append(head("-1", "0"), limits(1)...)},
+		{"no limit", keys(1), head("-1", "4")},
 	}
 }
 
@@ -107,6 +108,31 @@ func acquireShapes(tag string) []hostileShape {
 		{"1001 slots", keys(3), append(head("1", "1001", "60000"), limits(1)...)},
 		{"a slot ttl under 1 s", keys(3), append(head("1", "5", "999"), limits(1)...)},
 		{"a slot ttl over a day", keys(3), append(head("1", "5", "86400001"), limits(1)...)},
+	}
+}
+
+// sharedShapes are calls of the shared check scripts (scripts.Checks) with shapes they were
+// not written for: refused whole, before any check runs.
+func sharedShapes(tag string) []hostileShape {
+	keys := func(n int) []string { return shapeKeys(tag, n) }
+	one := append([]any{"1", "60000", "0"}, shapeLimits(1)...) // a check of one limit: 5 arguments
+	carry := func(m int, head ...any) []any {
+		out := []any{strconv.Itoa(m)}
+		for range m {
+			out = append(out, head...)
+			out = append(out, one...)
+		}
+		return out
+	}
+	return []hostileShape{
+		{"no check", nil, []any{"0"}},
+		{"129 checks", keys(129), carry(129, "1", "5")},
+		{"a check of no key", keys(1), carry(1, "0", "5")},
+		{"a check of ten keys", keys(10), carry(1, "10", "5")},
+		{"a check of 23 arguments", keys(1), carry(1, "1", "23")},
+		{"counts past ARGV", keys(2), carry(2, "1", "6")},
+		{"keys left over", keys(3), carry(2, "1", "5")},
+		{"a count that is no number", keys(1), carry(1, "x", "5")},
 	}
 }
 
@@ -164,6 +190,32 @@ func adjustShapes(tag string) []hostileShape {
 	}
 }
 
+// shapesOf are the hostile shapes of s's family, its keys under tag.
+func shapesOf(s *Script, tag string) []hostileShape {
+	switch s.Family {
+	case scripts.Check:
+		return checkShapes(tag)
+	case scripts.Checks:
+		return sharedShapes(tag)
+	case scripts.Lease:
+		return leaseShapes(tag)
+	case scripts.Peek:
+		// One key more than limits is a peek's shape for a policy with a concurrency limit
+		// (its slots, read-only and bounded): not hostile.
+		shapes := slices.DeleteFunc(checkShapes(tag), func(h hostileShape) bool { return h.name == "one limit and two keys" })
+		return append(shapes, peekShapes(tag)...)
+	case scripts.Adjust:
+		return adjustShapes(tag)
+	case scripts.Acquire:
+		return acquireShapes(tag)
+	case scripts.Release:
+		return releaseShapes(tag)
+	case scripts.Reserve:
+		return reserveShapes(tag)
+	}
+	return nil
+}
+
 // TestScriptsRefuseShapesTheyWereNotWrittenFor sends every script (AllScripts: checks,
 // leases, peeks, adjustments, acquires, release, reserve) calls of hostile shapes and requires each refused with the
 // scripts' own ERR reply, with no key written. Before the fix the scripts ran them: nine
@@ -176,27 +228,9 @@ func TestScriptsRefuseShapesTheyWereNotWrittenFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range AllScripts() {
-		shapes := checkShapes("{shape:" + s.Name + "}")
-		if strings.HasSuffix(s.Name, "_lease") {
-			shapes = leaseShapes("{shape:" + s.Name + "}")
-		}
-		if strings.HasSuffix(s.Name, "_peek") {
-			// One key more than limits is a peek's shape for a policy with a concurrency limit
-			// (its slots, read-only and bounded): not hostile.
-			shapes = slices.DeleteFunc(shapes, func(h hostileShape) bool { return h.name == "one limit and two keys" })
-			shapes = append(shapes, peekShapes("{shape:"+s.Name+"}")...)
-		}
-		if strings.HasSuffix(s.Name, "_adjust") {
-			shapes = adjustShapes("{shape:" + s.Name + "}")
-		}
-		if strings.HasSuffix(s.Name, "_acquire") {
-			shapes = acquireShapes("{shape:" + s.Name + "}")
-		}
-		if s.Name == "release" {
-			shapes = releaseShapes("{shape:" + s.Name + "}")
-		}
-		if s.Name == "reserve" {
-			shapes = reserveShapes("{shape:" + s.Name + "}")
+		shapes := shapesOf(s, "{shape:"+s.Name+"}")
+		if len(shapes) == 0 {
+			t.Errorf("%s: no hostile shapes for its family %q", s.Name, s.Family)
 		}
 		for _, h := range shapes {
 			err := evalShape(ctx, rdb, s, h)

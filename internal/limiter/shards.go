@@ -29,10 +29,28 @@ type shardSet struct {
 // maxShardIdentities bounds the identities whose shard identities are remembered.
 const maxShardIdentities = 64
 
-// buildShards splits p's limits over c.Shards sub-policies (the global tier): shard i gets
-// requests/N (and burst/N) plus one of the remainder for i < remainder, so the shares add
-// up to the limit exactly. Each shard keeps p's templates; its keys differ by the identity.
+// buildShards splits p's limits over c.Shards sub-policies (the global tier), as shardSpecs
+// says; c is valid (checkShards).
 func (p *Policy) buildShards(c Spec) FieldErrors {
+	parts := shardSpecs(c)
+	if parts == nil {
+		return nil
+	}
+	set := &shardSet{ids: map[string][]string{}}
+	for i, part := range parts {
+		sp, err := NewPolicy(part)
+		if err != nil {
+			return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("shard %d of %d: %v", i, len(parts), err)}}
+		}
+		set.parts = append(set.parts, sp)
+	}
+	p.shards = set
+	return nil
+}
+
+// checkShards says what is wrong with spreading c over c.Shards shards: too many, too few
+// requests per limit for each to hold a share, or a share that is not a valid policy.
+func checkShards(c Spec) FieldErrors {
 	n := c.Shards
 	if n <= 1 {
 		return nil
@@ -40,28 +58,41 @@ func (p *Policy) buildShards(c Spec) FieldErrors {
 	if n > MaxShards {
 		return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("at most %d, got %d", MaxShards, n)}}
 	}
-	set := &shardSet{ids: map[string][]string{}}
+	for j, l := range c.Limits {
+		if l.Requests < int64(n) || burstOf(c.Algorithm, l) < int64(n) {
+			return FieldErrors{{Field: fmt.Sprintf("limits[%d].requests", j), Detail: fmt.Sprintf("%d shards need at least %d requests (and burst) per limit: each shard holds a share", n, n)}}
+		}
+	}
+	for i, part := range shardSpecs(c) {
+		if errs := Validate(part); len(errs) > 0 {
+			return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("shard %d of %d: %v", i, n, errs)}}
+		}
+	}
+	return nil
+}
+
+// shardSpecs are c's shards (nil when it has one): shard i gets requests/N (and burst/N) plus
+// one of the remainder for i < remainder, so the shares add up to the limit exactly. Each
+// shard keeps c's templates; its keys differ by the identity.
+func shardSpecs(c Spec) []Spec {
+	n := c.Shards
+	if n <= 1 {
+		return nil
+	}
+	out := make([]Spec, n)
 	for i := range n {
 		part := c
 		part.Shards = 0
 		part.Limits = make([]Limit, len(c.Limits))
 		for j, l := range c.Limits {
-			if l.Requests < int64(n) || burstOf(c.Algorithm, l) < int64(n) {
-				return FieldErrors{{Field: fmt.Sprintf("limits[%d].requests", j), Detail: fmt.Sprintf("%d shards need at least %d requests (and burst) per limit: each shard holds a share", n, n)}}
-			}
 			part.Limits[j] = shareOf(c.Algorithm, l, n, i)
 		}
 		// A share's T rounds up to whole µs, so its refill horizon may pass the policy's by
 		// a few µs per request: its keys live that much longer.
 		part.TTL = max(c.TTL, Horizon(c.Algorithm, part.Limits))
-		sp, err := NewPolicy(part)
-		if err != nil {
-			return FieldErrors{{Field: "hotKeys.shards", Detail: fmt.Sprintf("shard %d of %d: %v", i, n, err)}}
-		}
-		set.parts = append(set.parts, sp)
+		out[i] = part
 	}
-	p.shards = set
-	return nil
+	return out
 }
 
 // shareOf is shard i's share of l over n shards.
@@ -75,7 +106,7 @@ func shareOf(a Algorithm, l Limit, n, i int) Limit {
 	}
 	out := l
 	out.Requests = split(l.Requests)
-	if l.Burst != 0 && (a == TokenBucket || a == GCRA) {
+	if l.Burst != 0 && a.desc().bucket {
 		out.Burst = split(l.Burst)
 	}
 	return out

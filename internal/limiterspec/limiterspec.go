@@ -107,6 +107,12 @@ func calendarOf(c snapshot.Calendar) *calendar.Calendar {
 	return &cal
 }
 
+// Validate says what is wrong with entry e of namespace as the limiter runs it
+// (limiter.Validate), building nothing.
+func Validate(namespace string, e snapshot.Entry) limiter.FieldErrors {
+	return limiter.Validate(Of(namespace, e))
+}
+
 // Compile is the limiter's policy of entry e of namespace; functions calls its scripts as
 // the Redis functions the manager loaded (snapshot.Redis.Functions).
 func Compile(namespace string, e snapshot.Entry, functions bool) (*limiter.Policy, error) {

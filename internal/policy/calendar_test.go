@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/calendar"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -54,7 +55,11 @@ func TestCalendarAccepted(t *testing.T) {
 	if daily.Calendar == nil || *daily.Calendar != (snapshot.Calendar{Unit: "Day", TimeZone: "UTC"}) || daily.PeriodMs != 86_400_000 {
 		t.Errorf("tier limit published as %+v (calendar %+v), want Day in UTC", daily, daily.Calendar)
 	}
-	lc := c.Limiter.Limits[0].Calendar
+	run, err := limiterspec.Compile(p.Namespace, c.Entry, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := run.Limits[0].Calendar
 	if lc == nil || lc.Unit != calendar.Month || lc.Location == nil || lc.Location.String() != "Europe/Berlin" {
 		t.Errorf("the limiter runs calendar %+v, want Month in Europe/Berlin", lc)
 	}

@@ -13,35 +13,45 @@ import (
 
 var specPath = field.NewPath("spec")
 
-// Compiled is a RateLimitPolicy ready to publish and to run: its snapshot entry, exactly
-// what the sidecars receive, and that entry compiled the way each sidecar compiles it.
+// Compiled is a RateLimitPolicy ready to publish: its snapshot entry, exactly what the
+// sidecars receive and compile (limiterspec.Compile).
 type Compiled struct {
 	// Entry is the policy's snapshot entry.
 	Entry snapshot.Entry
-	// Limiter is Entry compiled for the limiter.
-	Limiter *limiter.Policy
 }
 
 // Compile is the one path from a RateLimitPolicy to what runs: it defaults a copy of p with
-// r, checks it, converts it to its snapshot entry and compiles that entry, or returns every
-// problem with its field path. The controller, the tests and the bench take it, and every
-// sidecar compiles the same entry (limiterspec.Compile), so what was checked is what runs.
+// r, checks it (Validate), and converts it to its snapshot entry, or returns every problem
+// with its field path. The controller, the tests and the bench take it, and every sidecar
+// compiles the same entry (limiterspec.Compile), so what was checked is what runs.
 func (r Rules) Compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
 	d := p.DeepCopy()
 	r.Default(d)
-	return r.compile(d)
+	if errs := r.Validate(d); len(errs) > 0 {
+		return Compiled{}, errs
+	}
+	return Compiled{Entry: Entry(d)}, nil
 }
 
-// CompileAsIs is Compile of p as it is, without defaulting (the validating webhook sees it
-// defaulted already; a stored object may predate a default); it returns the limiter.Policy.
+// CompileAsIs is Compile of p as it is, without defaulting, and its entry compiled the way
+// each sidecar compiles it: the policy that runs (tests and fuzzers look into it).
 func (r Rules) CompileAsIs(p *v1alpha1.RateLimitPolicy) (*limiter.Policy, field.ErrorList) {
-	c, errs := r.compile(p)
-	return c.Limiter, errs
+	if errs := r.Validate(p); len(errs) > 0 {
+		return nil, errs
+	}
+	compiled, err := limiterspec.Compile(p.Namespace, Entry(p), false)
+	if err != nil {
+		return nil, fieldErrors(specPath, err)
+	}
+	return compiled, nil
 }
 
-// compile checks p with the rules the API schema cannot express (TTL, cost, whole
-// milliseconds, key scope, calendar windows) and compiles its snapshot entry with the limiter's own rules.
-func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) {
+// Validate checks p as it is (the validating webhook sees it defaulted already; a stored
+// object may predate a default) with the rules the API schema cannot express (TTL, cost,
+// whole milliseconds, key scope, calendar windows) and the limiter's own rules
+// (limiter.Validate) for its snapshot entry, every tier and override limit included. It
+// builds nothing that runs.
+func (r Rules) Validate(p *v1alpha1.RateLimitPolicy) field.ErrorList {
 	errs := checkSpec(&p.Spec)
 	errs = append(errs, checkIdentity(&p.Spec)...)
 	errs = append(errs, r.checkScope(&p.Spec)...)
@@ -53,21 +63,16 @@ func (r Rules) compile(p *v1alpha1.RateLimitPolicy) (Compiled, field.ErrorList) 
 	if kl := p.Spec.KeyLayout; kl == nil || kl.TTL == nil { // reported as required; not also as too short
 		c.TTL = limiterspec.Horizon(p.Namespace, entry)
 	}
-	compiled, err := limiter.NewPolicy(c)
-	if err != nil {
-		errs = append(errs, unlessReported(calendarErrs, fieldErrors(specPath, err))...)
+	if fes := limiter.Validate(c); len(fes) > 0 {
+		errs = append(errs, unlessReported(calendarErrs, fieldErrors(specPath, fes))...)
 	}
-	errs = append(errs, checkTiers(p.Namespace, entry, c.TTL, calendarErrs)...)
-	if len(errs) > 0 {
-		return Compiled{}, errs
-	}
-	return Compiled{Entry: entry, Limiter: compiled}, nil
+	return append(errs, checkTiers(p.Namespace, entry, c.TTL, calendarErrs)...)
 }
 
 // fieldErrors maps the limiter's spec-relative field errors onto paths under base.
 func fieldErrors(base *field.Path, err error) field.ErrorList {
 	var out field.ErrorList
-	fes, ok := err.(limiter.FieldErrors) //nolint:errorlint // NewPolicy returns this type unwrapped.
+	fes, ok := err.(limiter.FieldErrors) //nolint:errorlint // Validate and NewPolicy return this type unwrapped.
 	if !ok {
 		return field.ErrorList{field.InternalError(specPath, err)}
 	}

@@ -73,8 +73,8 @@ func overrideCalendar(path *field.Path, l v1alpha1.Limit, e snapshot.Entry) fiel
 func checkOverrideLimits(spec *field.Path, namespace string, e snapshot.Entry, ls []snapshot.Limit, calendarErrs field.ErrorList) field.ErrorList {
 	c := limiterspec.OfLimits(namespace, e, ls)
 	var errs field.ErrorList
-	if _, err := limiter.NewPolicy(c); err != nil {
-		for _, fe := range unlessReported(calendarErrs, fieldErrors(spec, err)) {
+	if fes := limiter.Validate(c); len(fes) > 0 {
+		for _, fe := range unlessReported(calendarErrs, fieldErrors(spec, fes)) {
 			// The override's limits are checked with the policy's settings: a problem with
 			// one of those (its TTL, too short for these limits) is the limits' to fix here.
 			if rest, ok := strings.CutPrefix(fe.Field, "spec."); ok && !strings.HasPrefix(rest, "limits") {

@@ -33,8 +33,8 @@ func checkTiers(namespace string, e snapshot.Entry, ttl time.Duration, calendarE
 		}
 		c := limiterspec.OfTier(namespace, e, i)
 		c.TTL = ttl
-		if _, err := limiter.NewPolicy(c); err != nil {
-			errs = append(errs, unlessReported(calendarErrs, fieldErrors(path, err))...)
+		if fes := limiter.Validate(c); len(fes) > 0 {
+			errs = append(errs, unlessReported(calendarErrs, fieldErrors(path, fes))...)
 		}
 		errs = append(errs, samePeriods(path, t.Limits, seen)...)
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
@@ -140,34 +140,34 @@ func tenantSidecar(ns string) limitercheck.Sidecar {
 // algorithms are every algorithm the limiter runs.
 var algorithms = limitercheck.Algorithms
 
-// loadFunctions loads the limiter's functions on every primary loader reaches, as the
-// manager does in tenancy mode (here as whoever loader authenticates as: the
-// administrative user's grants are TestAdminACL's).
-func loadFunctions(ctx context.Context, loader redis.UniversalClient) error {
-	return (&controller.ScriptLoader{Client: loader, Functions: true, Log: logr.Discard()}).Ensure(ctx)
+// loadFunctions loads the limiter's functions on every primary c reaches, as the manager
+// does in tenancy mode (here as whoever c authenticates as: the administrative user's
+// grants are TestAdminACL's).
+func loadFunctions(ctx context.Context, c redis.UniversalClient) error {
+	return (&loader.ScriptLoader{Client: c, Functions: true, Log: logr.Discard()}).Ensure(ctx)
 }
 
 // checkAll makes a sidecar's checks of every algorithm (limitercheck) for policies of ns
-// failing closed, once loader has loaded the functions, and returns every failure.
-func checkAll(ctx context.Context, c redis.UniversalClient, ns string, loader redis.UniversalClient) []error {
-	if err := loadFunctions(ctx, loader); err != nil {
+// failing closed, once admin has loaded the functions, and returns every failure.
+func checkAll(ctx context.Context, c redis.UniversalClient, ns string, admin redis.UniversalClient) []error {
+	if err := loadFunctions(ctx, admin); err != nil {
 		return []error{err}
 	}
 	return tenantSidecar(ns).All(ctx, c)
 }
 
 // exercise does what a sidecar of ns with its own user does with Redis (limitercheck), once
-// loader has loaded the functions, and again after every script and function was flushed
+// admin has loaded the functions, and again after every script and function was flushed
 // from primaries and loaded again (the manager's repair; the sidecar loads nothing).
-func exercise(ctx context.Context, c redis.UniversalClient, ns string, loader redis.UniversalClient, primaries ...*redistest.Server) []error {
-	if err := loadFunctions(ctx, loader); err != nil {
+func exercise(ctx context.Context, c redis.UniversalClient, ns string, admin redis.UniversalClient, primaries ...*redistest.Server) []error {
+	if err := loadFunctions(ctx, admin); err != nil {
 		return []error{err}
 	}
 	reload := func(ctx context.Context) error {
 		if err := redistest.FlushFunctions(primaries...)(ctx); err != nil {
 			return err
 		}
-		return loadFunctions(ctx, loader)
+		return loadFunctions(ctx, admin)
 	}
 	return tenantSidecar(ns).Exercise(ctx, c, reload)
 }

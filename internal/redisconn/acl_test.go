@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -93,7 +93,7 @@ func checkAlgorithm(ctx context.Context, l *limiter.Limiter, alg limiter.Algorit
 // emptied the script cache, PING). It returns every failure.
 func exercise(ctx context.Context, c redis.UniversalClient, flush func(context.Context) error) []error {
 	var errs []error
-	if err := (&controller.ScriptLoader{Client: c}).Ensure(ctx); err != nil {
+	if err := (&loader.ScriptLoader{Client: c}).Ensure(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("script loader: %w", err))
 	}
 	return append(errs, limitercheck.Exercise(ctx, c, "acl", limiter.FailOpen, flush)...)

@@ -12,11 +12,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redismemory"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/limitercheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redisclient"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
@@ -66,7 +66,7 @@ func foreignKeys(t *testing.T, mode redisconn.Mode, addrs []string, primaries []
 	shop := tenantClient(ctx, t, users, mode, addrs, "shop")
 	bank := tenantClient(ctx, t, users, mode, addrs, "bank")
 	// As the manager runs tenancy: the scripts loaded as functions, which shop's sidecar calls.
-	if err := (&controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
+	if err := (&loader.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if errs := (limitercheck.Sidecar{NS: "shop", Mode: limiter.FailClosed, Functions: true}).All(ctx, shop); len(errs) > 0 {

@@ -1,4 +1,5 @@
-// Package scheme builds the runtime.Scheme every binary and test of the operator uses.
+// Package scheme builds the runtime.Scheme every binary and test of the operator uses, and
+// tells whether the API server serves a kind (Served).
 package scheme
 
 import (

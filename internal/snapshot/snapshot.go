@@ -74,7 +74,7 @@ type Redis struct {
 
 // Script is one Lua script and its SHA1.
 type Script struct {
-	// Name of the script, e.g. "token_bucket".
+	// Name of the script, e.g. "check_bucket" (internal/scripts/generated).
 	Name string `json:"name"`
 	// SHA is what EVALSHA takes.
 	SHA string `json:"sha"`

@@ -16,8 +16,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/eventnote"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
@@ -53,8 +53,8 @@ func (s *Server) adjust(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	req := httpcheck.Request{Policy: act.Policy, Identity: body.Identity, Parts: body.Parts, Tier: body.Tier}
-	rule, c, status, err := httpcheck.CheckOf(sc.set, &req)
+	req := checkwire.Request{Policy: act.Policy, Identity: body.Identity, Parts: body.Parts, Tier: body.Tier}
+	rule, c, status, err := checkwire.CheckOf(sc.set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return

@@ -20,8 +20,8 @@ import (
 var ErrNoSnapshot = errors.New("no policy snapshot in the namespace")
 
 // Redises gives the client of the Redis holding a namespace's counters: the manager's
-// default Redis, or the RedisBackend's that serves the namespace (internal/controller's
-// Redises).
+// default Redis, or the RedisBackend's that serves the namespace (redisbackend.Redises,
+// in internal/controller/redisbackend).
 type Redises interface {
 	// ClientFor is the client of the Redis serving namespace ns, and that Redis's name.
 	ClientFor(ctx context.Context, ns string) (name string, c redis.UniversalClient, err error)

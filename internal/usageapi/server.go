@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rule, c, status, err := httpcheck.CheckOf(sc.set, &req)
+	rule, c, status, err := checkwire.CheckOf(sc.set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return
@@ -80,7 +80,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	if !o.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	jsonreply.Write(w, status, httpcheck.ResponseOf(&o, sc.set.Version))
+	jsonreply.Write(w, status, checkwire.ResponseOf(&o, sc.set.Version))
 }
 
 // scope is one request's authorized view: who asks for what, and the namespace's engine on
@@ -129,8 +129,8 @@ func (s *Server) refuse(w http.ResponseWriter, err error) {
 }
 
 // readQuery is the peek a usage read states: identity or its parts, tier, cost.
-func readQuery(policy string, q url.Values) (httpcheck.Request, error) {
-	req := httpcheck.Request{Policy: policy, Identity: q.Get("identity"), Parts: q["part"], Tier: q.Get("tier"), Peek: true}
+func readQuery(policy string, q url.Values) (checkwire.Request, error) {
+	req := checkwire.Request{Policy: policy, Identity: q.Get("identity"), Parts: q["part"], Tier: q.Get("tier"), Peek: true}
 	for name := range q {
 		switch name {
 		case "identity", "part", "tier", "cost":

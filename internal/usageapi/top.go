@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
@@ -222,7 +222,7 @@ func peekCaller(ctx context.Context, g *engine.Engine, rule *engine.Rule, asked 
 	if o.Decision.WithoutRedis() {
 		return usage.TopCaller{}, fmt.Errorf("redis could not be asked: %w", o.Decision.Err)
 	}
-	tc := usage.TopCaller{IdentityHash: snapshot.IdentityHash(id), Allowed: o.Allowed, Limits: httpcheck.UsageOf(o.State)}
+	tc := usage.TopCaller{IdentityHash: snapshot.IdentityHash(id), Allowed: o.Allowed, Limits: checkwire.UsageOf(o.State)}
 	if c.Tier.Name != snapshot.DefaultTier {
 		tc.Tier = c.Tier.Name
 	}

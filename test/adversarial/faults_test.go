@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
@@ -41,7 +42,7 @@ func TestOnePolicysFailingKeysAreNoOutage(t *testing.T) {
 		t.Fatalf("the failing policy (FailClosed): %d of 50 forwarded, want 0", got)
 	}
 	for i := range 10 {
-		if resp := r.checkAPI(t, httpcheck.Request{Policy: "inside", Identity: "alice"}); resp.Source != string(limiter.SourceRedis) || !resp.Allowed {
+		if resp := r.checkAPI(t, checkwire.Request{Policy: "inside", Identity: "alice"}); resp.Source != string(limiter.SourceRedis) || !resp.Allowed {
 			t.Fatalf("check %d of another policy on the same node after 50 NOPERMs: %+v, want decided by Redis", i, resp)
 		}
 	}
@@ -74,11 +75,11 @@ func TestLostReplyIsNeverResentOnCluster(t *testing.T) {
 	for _, p := range proxies.Proxies() {
 		p.Inject(faultproxy.Fault{Action: faultproxy.DropAfter, Commands: []string{"evalsha", "eval"}, Arg: key, Count: 1})
 	}
-	if resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "victim"}); resp.Source == string(limiter.SourceRedis) {
+	if resp := r.checkAPI(t, checkwire.Request{Policy: "api", Identity: "victim"}); resp.Source == string(limiter.SourceRedis) {
 		t.Fatalf("the check whose reply was lost: %+v, want answered by the failure mode", resp)
 	}
 	proxies.Clear()
-	resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "victim"})
+	resp := r.checkAPI(t, checkwire.Request{Policy: "api", Identity: "victim"})
 	if resp.Source != string(limiter.SourceRedis) || resp.Remaining != 1000-2 {
 		t.Errorf("the next check: %+v; want decided by Redis with 998 left (the lost check debited once, not %d times)", resp, 1000-1-resp.Remaining)
 	}

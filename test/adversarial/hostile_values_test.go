@@ -307,23 +307,16 @@ func (h *hostileRig) recordRows(p *limiter.Policy) {
 // the lease recorded at prev (index next; "-1": none).
 func (h *hostileRig) lease(p *limiter.Policy, identity, next, prev string) ([]int64, error) {
 	h.t.Helper()
-	var fn string
-	for _, s := range limiter.LeaseScripts() {
-		if s.Algorithm == p.Algorithm {
-			fn = s.Function
-		}
-	}
-	kind := map[limiter.Algorithm]string{limiter.FixedWindow: "f", limiter.SlidingWindow: "s"}[p.Algorithm]
+	fn := p.LeaseScript().Function
 	limit := []any{strconv.Itoa(hostileLimit), strconv.FormatInt(time.Hour.Microseconds(), 10)}
-	if kind == "" {
-		kind = "t"
+	if p.Algorithm == limiter.TokenBucket || p.Algorithm == limiter.GCRA {
 		limit = []any{strconv.FormatInt((time.Hour / hostileLimit).Microseconds(), 10), strconv.Itoa(hostileLimit), "keep"}
 	}
 	keys := []string{p.Keys(identity, "")[0], p.Keys(identity, "")[0] + ":lease:new"}
 	if prev != "" {
 		keys = append(keys, prev)
 	}
-	args := append([]any{"3", "7200000", "1", next, kind, "1"}, limit...)
+	args := append([]any{"3", "7200000", "1", next, "1"}, limit...)
 	v, err := h.own.FCall(context.Background(), fn, keys, args...).Result()
 	if err != nil {
 		return nil, err

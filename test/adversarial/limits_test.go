@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -28,7 +29,7 @@ func TestRaisingAPeriodDoesNotLockCallersOut(t *testing.T) {
 			r := newRig(t, limiter.Options{DenyCacheSize: 100}, newPolicy("api", alg, 50, time.Second))
 			r.count(50, http.MethodGet, "/api", "X-API-Key", "alice")
 			r.load(newPolicy("api", alg, 10, time.Hour))
-			resp := r.checkAPI(t, httpcheck.Request{Policy: "api", Identity: "alice"})
+			resp := r.checkAPI(t, checkwire.Request{Policy: "api", Identity: "alice"})
 			if resp.Allowed || resp.Remaining < 0 || resp.RetryAfterMs > 2*3600_000 || resp.ResetAfterMs > 2*3600_000 {
 				t.Fatalf("after the edit to 10/h with 50 used: %+v; want denied, remaining >= 0, retry and reset within the new window", resp)
 			}
@@ -100,9 +101,9 @@ func loadTampered(t *testing.T, alg v1alpha1.Algorithm, name, source string, tam
 }
 
 // checkAPI asks the check API and decodes its answer.
-func (r *rig) checkAPI(t *testing.T, req httpcheck.Request) httpcheck.Response {
+func (r *rig) checkAPI(t *testing.T, req checkwire.Request) checkwire.Response {
 	t.Helper()
-	var out httpcheck.Response
+	var out checkwire.Response
 	r.postJSON(t, httpcheck.Path, req, &out)
 	return out
 }
@@ -152,15 +153,15 @@ func TestSnapshotFileWithDuplicateLimitNamesRefused(t *testing.T) {
 func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	valid := newPolicy("login", v1alpha1.AlgorithmGCRA, 5, time.Minute)
 	valid.UID = "uid-1"
-	published, owners, err := controller.SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
+	published, owners, err := publishing.SnapshotOf(ns, snapshot.Redis{Mode: "standalone", Addrs: []string{"r:6379"}},
 		[]v1alpha1.RateLimitPolicy{*valid})
 	if err != nil {
 		t.Fatal(err)
 	}
 	broken := valid.DeepCopy()
 	broken.Spec.Limits[0].Period.Duration = 1500 * time.Microsecond // not whole milliseconds
-	last := controller.Published{Snapshot: published, Owners: owners}
-	next, _, err := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
+	last := publishing.Published{Snapshot: published, Owners: owners}
+	next, _, err := publishing.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*broken}, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	}
 	recreated := broken.DeepCopy()
 	recreated.UID = "uid-2" // deleted and created again: it inherits nothing
-	if next, _, _ := controller.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
+	if next, _, _ := publishing.SnapshotOver(policy.Rules{}, ns, published.Redis, []v1alpha1.RateLimitPolicy{*recreated}, last); len(next.Policies) != 0 {
 		t.Fatalf("a recreated invalid policy inherited its predecessor's entry")
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 )
@@ -146,17 +146,17 @@ func TestCheckAPIOverrides(t *testing.T) {
 	r := newRig(t, limiter.Options{}, p)
 	r.loadOverrides([]*v1alpha1.RateLimitPolicy{p}, override("vip", []v1alpha1.OverrideCaller{byValue("vip")}),
 		override("own", []v1alpha1.OverrideCaller{byValue("own")}, ownLimits))
-	free := &httpcheck.Attributes{Headers: map[string]string{"X-Plan": "free"}}
+	free := &checkwire.Attributes{Headers: map[string]string{"X-Plan": "free"}}
 	for _, tc := range []struct {
-		req   httpcheck.Request
+		req   checkwire.Request
 		tier  string
 		quota int64
 	}{
-		{httpcheck.Request{Policy: "plans", Identity: "vip"}, "pro", proLimit},
-		{httpcheck.Request{Policy: "plans", Identity: "vip", Request: free}, "pro", proLimit},
-		{httpcheck.Request{Policy: "plans", Identity: "own", Request: free}, "override/own", ownLimit},
-		{httpcheck.Request{Policy: "plans", Identity: "own", Tier: "default"}, "default", freeLimit},
-		{httpcheck.Request{Policy: "plans", Identity: "nobody"}, "default", freeLimit},
+		{checkwire.Request{Policy: "plans", Identity: "vip"}, "pro", proLimit},
+		{checkwire.Request{Policy: "plans", Identity: "vip", Request: free}, "pro", proLimit},
+		{checkwire.Request{Policy: "plans", Identity: "own", Request: free}, "override/own", ownLimit},
+		{checkwire.Request{Policy: "plans", Identity: "own", Tier: "default"}, "default", freeLimit},
+		{checkwire.Request{Policy: "plans", Identity: "nobody"}, "default", freeLimit},
 	} {
 		if got := r.checkAPI(t, tc.req); got.Tier != tc.tier || got.Quota != tc.quota || !got.Allowed {
 			t.Errorf("check %+v: tier %q quota %d allowed %v, want %q %d true", tc.req, got.Tier, got.Quota, got.Allowed, tc.tier, tc.quota)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 )
 
 // partsLimit is what each combination of compositePolicy's parts may spend per hour.
@@ -106,17 +106,17 @@ func TestCheckAPICompositeIdentity(t *testing.T) {
 	if got := r.count(2, http.MethodGet, "/orders/1", "X-API-Key", "k1"); got != 2 {
 		t.Fatalf("proxy: %d of 2 admitted", got)
 	}
-	got := r.checkAPI(t, httpcheck.Request{Policy: "combos", Parts: []string{"k1", "/orders", "GET"}})
+	got := r.checkAPI(t, checkwire.Request{Policy: "combos", Parts: []string{"k1", "/orders", "GET"}})
 	if !got.Allowed || got.Remaining != partsLimit-3 {
 		t.Errorf("check API after 2 proxied requests of the combination: %+v, want allowed with %d remaining", got, partsLimit-3)
 	}
-	if got := r.checkAPI(t, httpcheck.Request{Policy: "combos", Parts: []string{"k1", "/users", "GET"}}); got.Remaining != partsLimit-1 {
+	if got := r.checkAPI(t, checkwire.Request{Policy: "combos", Parts: []string{"k1", "/users", "GET"}}); got.Remaining != partsLimit-1 {
 		t.Errorf("another route: remaining %d, want %d", got.Remaining, partsLimit-1)
 	}
-	if got := r.checkAPI(t, httpcheck.Request{Policy: "combos", Parts: []string{"k1", "", "GET"}}); got.Result != "rejected" {
+	if got := r.checkAPI(t, checkwire.Request{Policy: "combos", Parts: []string{"k1", "", "GET"}}); got.Result != "rejected" {
 		t.Errorf("a missing part under onMissing Reject: %+v, want rejected", got)
 	}
-	for _, bad := range []httpcheck.Request{
+	for _, bad := range []checkwire.Request{
 		{Policy: "combos", Identity: "k1"},
 		{Policy: "combos", Parts: []string{"k1", "/orders"}},
 	} {

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -25,7 +25,7 @@ import (
 // with --redis-tenant-users. The manager's part is done by the project's own code as the
 // manager does it: the administrative user of config/redis/acl.conf, one ACL user per
 // namespace made by redisacl with TenantCommands, the scripts loaded as functions by the
-// controller's ScriptLoader. Redis runs with the memory settings the Security model asks
+// script loader (internal/scripts/loader). Redis runs with the memory settings the Security model asks
 // for (a maxmemory with noeviction, maxmemory-clients), plus a short busy-reply-threshold
 // so that a stalled server shows at once. The victim namespace is shop (the rig of
 // rig_test.go); the attacker holds only its own namespace's credentials.
@@ -76,8 +76,8 @@ func newTenants(t *testing.T, namespaces ...string) *tenants {
 		}
 		ts.passwords[ns] = password
 	}
-	loader := &controller.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}
-	if err := loader.Ensure(ctx); err != nil {
+	scriptLoader := &loader.ScriptLoader{Client: admin, Functions: true, Log: logr.Discard()}
+	if err := scriptLoader.Ensure(ctx); err != nil {
 		t.Fatalf("load the functions as %s: %v", adminName, err)
 	}
 	return ts
@@ -116,7 +116,7 @@ func (r *rig) byRedis(t *testing.T, policy, identity string, n int) int {
 	t.Helper()
 	decided := 0
 	for range n {
-		if resp := r.checkAPI(t, httpcheck.Request{Policy: policy, Identity: identity}); resp.Source == string(limiter.SourceRedis) {
+		if resp := r.checkAPI(t, checkwire.Request{Policy: policy, Identity: identity}); resp.Source == string(limiter.SourceRedis) {
 			decided++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 )
 
@@ -87,15 +88,15 @@ func TestTierChangeMidWindowKeepsUsage(t *testing.T) {
 func TestCheckAPITiers(t *testing.T) {
 	r := newRig(t, limiter.Options{}, tieredPolicy(v1alpha1.AlgorithmGCRA))
 	for _, tc := range []struct {
-		req      httpcheck.Request
+		req      checkwire.Request
 		tier     string
 		quota    int64
 		planOnly bool
 	}{
-		{httpcheck.Request{Policy: "plans", Identity: "a"}, "default", freeLimit, false},
-		{httpcheck.Request{Policy: "plans", Identity: "b", Tier: "pro"}, "pro", proLimit, false},
-		{httpcheck.Request{Policy: "plans", Identity: "c", Request: &httpcheck.Attributes{Headers: map[string]string{"X-Plan": "pro"}}}, "pro", proLimit, false},
-		{httpcheck.Request{Policy: "plans", Identity: "d", Request: &httpcheck.Attributes{Headers: map[string]string{"X-Plan": "free"}}}, "default", freeLimit, false},
+		{checkwire.Request{Policy: "plans", Identity: "a"}, "default", freeLimit, false},
+		{checkwire.Request{Policy: "plans", Identity: "b", Tier: "pro"}, "pro", proLimit, false},
+		{checkwire.Request{Policy: "plans", Identity: "c", Request: &checkwire.Attributes{Headers: map[string]string{"X-Plan": "pro"}}}, "pro", proLimit, false},
+		{checkwire.Request{Policy: "plans", Identity: "d", Request: &checkwire.Attributes{Headers: map[string]string{"X-Plan": "free"}}}, "default", freeLimit, false},
 	} {
 		got := r.checkAPI(t, tc.req)
 		if got.Tier != tc.tier || got.Quota != tc.quota || !got.Allowed {
@@ -108,14 +109,14 @@ func TestCheckAPITiers(t *testing.T) {
 	}
 	// /v1/plan debits nothing: after 100 questions, the caller still has its whole limit.
 	for range 100 {
-		r.planAPI(t, httpcheck.Request{Policy: "plans", Identity: "e", Tier: "pro"})
+		r.planAPI(t, checkwire.Request{Policy: "plans", Identity: "e", Tier: "pro"})
 	}
-	if got := r.checkAPI(t, httpcheck.Request{Policy: "plans", Identity: "e", Tier: "pro"}); got.Remaining != proLimit-1 {
+	if got := r.checkAPI(t, checkwire.Request{Policy: "plans", Identity: "e", Tier: "pro"}); got.Remaining != proLimit-1 {
 		t.Errorf("after 100 plan questions and one check: remaining %d, want %d", got.Remaining, proLimit-1)
 	}
-	for _, bad := range []httpcheck.Request{
+	for _, bad := range []checkwire.Request{
 		{Policy: "plans", Identity: "x", Tier: "gold"},
-		{Policy: "plans", Identity: "x", Tier: "pro", Request: &httpcheck.Attributes{}},
+		{Policy: "plans", Identity: "x", Tier: "pro", Request: &checkwire.Attributes{}},
 	} {
 		if status := r.checkStatus(t, bad); status != http.StatusBadRequest {
 			t.Errorf("%+v: %d, want 400", bad, status)
@@ -124,7 +125,7 @@ func TestCheckAPITiers(t *testing.T) {
 }
 
 // planAPI asks /v1/plan.
-func (r *rig) planAPI(t *testing.T, req httpcheck.Request) httpcheck.PlanResponse {
+func (r *rig) planAPI(t *testing.T, req checkwire.Request) httpcheck.PlanResponse {
 	t.Helper()
 	var out httpcheck.PlanResponse
 	if status := r.postJSON(t, httpcheck.PlanPath, req, &out); status != http.StatusOK {
@@ -134,7 +135,7 @@ func (r *rig) planAPI(t *testing.T, req httpcheck.Request) httpcheck.PlanRespons
 }
 
 // checkStatus is the check API's status for req.
-func (r *rig) checkStatus(t *testing.T, req httpcheck.Request) int {
+func (r *rig) checkStatus(t *testing.T, req checkwire.Request) int {
 	t.Helper()
 	return r.postJSON(t, httpcheck.Path, req, nil)
 }

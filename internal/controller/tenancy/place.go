@@ -30,7 +30,7 @@ type Place struct {
 }
 
 // Redises says which Redis serves each namespace when RedisBackends give some a Redis of
-// their own (internal/controller's registry implements it).
+// their own (redisbackend.Redises, the registry of Redises, implements it).
 type Redises interface {
 	// Serving is the Redis serving namespace ns now. A Place whose Backend is
 	// backend.Default is the default Redis: the Reconciler keeps its users itself.

@@ -24,7 +24,7 @@ import (
 const DefaultGrace = 5 * time.Minute
 
 // redisRetry is how long a namespace waits to retry its user while Redis is unavailable:
-// the policy controller's controller.RedisRetry.
+// the policy controller's redisbackend.Retry.
 const redisRetry = 5 * time.Second
 
 // Options configure per-namespace Redis users (Setup).

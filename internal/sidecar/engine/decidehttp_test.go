@@ -2,48 +2,21 @@ package engine_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 )
-
-// TestParseTarget: every front reads a request target the same way: the normalized path,
-// the raw query (never normalized: it is part of the idempotency fingerprint as sent), the
-// absolute and asterisk forms, and a refused path as a BadRequestError naming the path.
-func TestParseTarget(t *testing.T) {
-	for _, c := range []struct {
-		method, target, path, query string
-	}{
-		{"GET", "/api/x?page=2&a=%2F", "/api/x", "page=2&a=%2F"},
-		{"GET", "//api/./x/", "/api/x/", ""},
-		{"GET", "/api/%78?", "/api/x", ""},
-		{"GET", "http://shop.example/api/x?q", "/api/x", "q"},
-		{"OPTIONS", "*", "*", ""},
-	} {
-		p, q, err := engine.ParseTarget(c.method, c.target)
-		if err != nil || p.String() != c.path || q != c.query {
-			t.Errorf("ParseTarget(%s %q) = %q, %q, %v; want %q, %q", c.method, c.target, p.String(), q, err, c.path, c.query)
-		}
-	}
-	for _, target := range []string{"/api%2Fx", `/api\x`, "/a%00b", "api/x", "*"} {
-		_, _, err := engine.ParseTarget("GET", target)
-		var bad *engine.BadRequestError
-		if !errors.As(err, &bad) || !strings.HasPrefix(bad.Error(), "path:") {
-			t.Errorf("ParseTarget(GET %q): %v, want a BadRequestError naming the path", target, err)
-		}
-	}
-}
 
 // TestDecideHTTPBeforeSnapshot: before the first snapshot nothing is decided, and the
 // fronts can tell that from a bad request.
 func TestDecideHTTPBeforeSnapshot(t *testing.T) {
 	e := &engine.Engine{Store: &engine.Store{Namespace: "shop"}}
-	p, q, err := engine.ParseTarget("GET", "/api/x")
+	p, q, err := requestread.ParseTarget("GET", "/api/x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs, err := e.DecideHTTP(t.Context(), "test", &engine.HTTPRequest{Method: "GET", Host: "shop.example", Path: p, Query: q}, false)
+	outs, err := e.DecideHTTP(t.Context(), "test", &requestread.HTTPRequest{Method: "GET", Host: "shop.example", Path: p, Query: q}, false)
 	if !errors.Is(err, engine.ErrNoSnapshot) || outs != nil {
 		t.Fatalf("DecideHTTP before a snapshot: %v, %v; want ErrNoSnapshot", outs, err)
 	}

@@ -10,6 +10,3 @@ import (
 func (g *Engine) DecideUntraced(ctx context.Context, front string, r *Rule, c Check) Outcome {
 	return g.decideMetered(ctx, front, r, c, time.Now())
 }
-
-// CanonicalHost is canonicalHost, for its table test.
-var CanonicalHost = canonicalHost

@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/keylayout"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
@@ -35,7 +36,7 @@ func FuzzMatchHTTP(f *testing.F) {
 			t.Fatalf("%q matches %v, its normalized form %q matches otherwise", target, names(matched), path)
 		}
 		for _, e := range matched {
-			id, ok, err := e.HTTPIdentity(h, peer)
+			id, ok, err := requestread.HTTPIdentity(&e.Entry, h, peer, nil, nil)
 			if err != nil {
 				t.Fatalf("%s: one value per header is never ambiguous: %v", e.Name(), err)
 			}

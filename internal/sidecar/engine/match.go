@@ -1,30 +1,30 @@
 package engine
 
 import (
-	"net/http"
 	"strings"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
 // MatchHTTP returns the rules governing an HTTP request, in name order. host is the
-// request's host as sent, read by canonicalHost (a host it refuses matches only the policies
-// naming no host; PlanHTTP refuses such a request instead). path is the request's normalized
-// path (httppath.ParseTarget); method is the request method as sent, and overrides the
-// methods the request asks the upstream to run instead (methodOverrides): a policy selecting
-// any of them governs the request.
+// request's host as sent, read by requestread.CanonicalHost (a host it refuses matches only
+// the policies naming no host; PlanHTTP refuses such a request instead). path is the
+// request's normalized path (httppath.ParseTarget); method is the request method as sent,
+// and overrides the methods the request asks the upstream to run instead
+// (requestread.MethodOverrides): a policy selecting any of them governs the request.
 func (s *Set) MatchHTTP(host string, path httppath.Path, method string, overrides ...string) []*Rule {
-	canonical, err := canonicalHost(host)
+	canonical, err := requestread.CanonicalHost(host)
 	if err != nil {
 		canonical = ""
 	}
 	return s.matchHTTP(canonical, path, method, overrides)
 }
 
-// matchHTTP is MatchHTTP on a host canonicalHost gave.
+// matchHTTP is MatchHTTP on a host requestread.CanonicalHost gave.
 func (s *Set) matchHTTP(host string, path httppath.Path, method string, overrides []string) []*Rule {
-	methods := append([]string{upperASCII(method)}, overrides...)
+	methods := append([]string{requestread.UpperASCII(method)}, overrides...)
 	var out []*Rule
 	for _, r := range s.http {
 		if r.matchesHTTP(host, path, methods) {
@@ -34,31 +34,9 @@ func (s *Set) matchHTTP(host string, path httppath.Path, method string, override
 	return out
 }
 
-// methodOverrideHeaders are the headers frameworks (Rails, Laravel, Spring's
-// HiddenHttpMethodFilter behind a proxy, Express method-override, ASP.NET) read to run
-// another method's handler for a POST.
-var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
-
-// methodOverrides are the methods h asks the upstream to run instead of the one sent,
-// upper-cased: a POST with X-HTTP-Method-Override: DELETE runs the DELETE handler on many
-// frameworks, so a DELETE policy must govern it. A header sent twice is ErrRepeatedHeader.
-func methodOverrides(h http.Header) ([]string, error) {
-	var out []string
-	for _, name := range methodOverrideHeaders {
-		v, ok, err := readHeader(h, name)
-		if err != nil {
-			return nil, err
-		}
-		if ok && v != "" {
-			out = append(out, upperASCII(strings.TrimSpace(v)))
-		}
-	}
-	return out, nil
-}
-
 // MatchDescriptor returns the rules of domain whose descriptor entries are all present in
 // entries, in name order.
-func (s *Set) MatchDescriptor(domain string, entries []DescriptorEntry) []*Rule {
+func (s *Set) MatchDescriptor(domain string, entries []requestread.DescriptorEntry) []*Rule {
 	var out []*Rule
 	for _, r := range s.domains[domain] {
 		if descriptorMatches(r.Entry.Match.Envoy.Descriptors, entries) {
@@ -68,14 +46,6 @@ func (s *Set) MatchDescriptor(domain string, entries []DescriptorEntry) []*Rule 
 	return out
 }
 
-// DescriptorEntry is one key/value entry of an Envoy rate limit descriptor.
-type DescriptorEntry struct {
-	// Key is the entry's key.
-	Key string
-	// Value is the entry's value.
-	Value string
-}
-
 func (r *Rule) matchesHTTP(host string, path httppath.Path, methods []string) bool {
 	for i, m := range r.Entry.Match.HTTP {
 		if hostMatches(r.hosts[i], host) && pathMatches(r.prefixes[i], path) && anyMethodMatches(m.Methods, methods) {
@@ -83,6 +53,30 @@ func (r *Rule) matchesHTTP(host string, path httppath.Path, methods []string) bo
 		}
 	}
 	return false
+}
+
+// MatchedPrefix is the PathPrefix source's value (requestread.Matcher): the longest path
+// prefix, normalized, of r's HTTP match entries that match the request v, "/" for a
+// matching entry naming none; "" when no entry matches (a request r does not govern).
+func (r *Rule) MatchedPrefix(v requestread.View) string {
+	best, found := "", false
+	for i, m := range r.Entry.Match.HTTP {
+		if !hostMatches(r.hosts[i], v.Host) || !methodMatches(m.Methods, v.Sent) && !anyMethodMatches(m.Methods, v.Overrides) {
+			continue
+		}
+		if len(r.prefixes[i]) == 0 {
+			if !found {
+				best, found = "/", true
+			}
+			continue
+		}
+		for _, p := range r.prefixes[i] {
+			if p.Matches(v.Path) && (!found || len(p.String()) > len(best)) {
+				best, found = p.String(), true
+			}
+		}
+	}
+	return best
 }
 
 // anyMethodMatches reports whether a policy's methods select any of the request's methods.
@@ -95,7 +89,7 @@ func anyMethodMatches(selected []string, methods []string) bool {
 	return false
 }
 
-// hostMatches compares a host canonicalHost gave to patterns; "*.x" matches subdomains of x.
+// hostMatches compares a host requestread.CanonicalHost gave to patterns; "*.x" matches subdomains of x.
 func hostMatches(patterns []string, host string) bool {
 	if len(patterns) == 0 {
 		return true
@@ -144,7 +138,7 @@ func methodMatches(methods []string, method string) bool {
 	return false
 }
 
-func descriptorMatches(want []snapshot.DescriptorMatch, entries []DescriptorEntry) bool {
+func descriptorMatches(want []snapshot.DescriptorMatch, entries []requestread.DescriptorEntry) bool {
 	for _, w := range want {
 		if !hasEntry(entries, w) {
 			return false
@@ -153,7 +147,7 @@ func descriptorMatches(want []snapshot.DescriptorMatch, entries []DescriptorEntr
 	return true
 }
 
-func hasEntry(entries []DescriptorEntry, w snapshot.DescriptorMatch) bool {
+func hasEntry(entries []requestread.DescriptorEntry, w snapshot.DescriptorMatch) bool {
 	for _, e := range entries {
 		if e.Key == w.Key && (w.Value == "" || e.Value == w.Value) {
 			return true
@@ -168,21 +162,4 @@ func lowerAll(in []string) []string {
 		out[i] = strings.ToLower(s)
 	}
 	return out
-}
-
-// upperASCII upper-cases ASCII letters only: methods are tokens, and an upstream that reads
-// them case-insensitively serves "post" as POST.
-func upperASCII(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'a' <= s[i] && s[i] <= 'z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if 'a' <= b[j] && b[j] <= 'z' {
-					b[j] -= 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
 }

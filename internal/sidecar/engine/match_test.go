@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
@@ -59,16 +59,16 @@ func TestMatchDescriptor(t *testing.T) {
 		sidecartest.Policy("whole-domain", 5, envoy("edge")),
 		sidecartest.Policy("other", 5, envoy("internal")),
 	)
-	entries := func(kv ...string) []engine.DescriptorEntry {
-		var out []engine.DescriptorEntry
+	entries := func(kv ...string) []requestread.DescriptorEntry {
+		var out []requestread.DescriptorEntry
 		for i := 0; i < len(kv); i += 2 {
-			out = append(out, engine.DescriptorEntry{Key: kv[i], Value: kv[i+1]})
+			out = append(out, requestread.DescriptorEntry{Key: kv[i], Value: kv[i+1]})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		domain  string
-		entries []engine.DescriptorEntry
+		entries []requestread.DescriptorEntry
 		want    []string
 	}{
 		{"edge", entries("remote_address", "1.2.3.4", "path", "/login"), []string{"any-path", "login", "whole-domain"}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
@@ -79,7 +80,7 @@ func BenchmarkOverrides(b *testing.B) {
 		b.Fatal(err)
 	}
 	plain := sidecartest.Set(b, sidecartest.Policy("plans", 10))
-	path, _, err := engine.ParseTarget(http.MethodGet, "/api/plans/items")
+	path, _, err := requestread.ParseTarget(http.MethodGet, "/api/plans/items")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func BenchmarkOverrides(b *testing.B) {
 	} {
 		h := http.Header{}
 		h.Set("X-API-Key", tc.key)
-		req := &engine.HTTPRequest{Method: http.MethodGet, Host: "api.example.com", Path: path, Header: h, Peer: "10.0.0.1:5000"}
+		req := &requestread.HTTPRequest{Method: http.MethodGet, Host: "api.example.com", Path: path, Header: h, Peer: "10.0.0.1:5000"}
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

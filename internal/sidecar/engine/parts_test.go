@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,51 +10,31 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
-// part is a composite identity's part reading the sources, in order.
-func part(sources ...v1alpha1.IdentitySource) v1alpha1.IdentityPart {
-	return v1alpha1.IdentityPart{Sources: sources}
-}
-
 var (
 	keyHeader  = v1alpha1.IdentitySource{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-API-Key"}}
-	tenantHdr  = v1alpha1.IdentitySource{Type: v1alpha1.IdentityHeader, Header: &v1alpha1.HeaderSource{Name: "X-Tenant"}}
 	methodSrc  = v1alpha1.IdentitySource{Type: v1alpha1.IdentityMethod}
 	prefixSrc  = v1alpha1.IdentitySource{Type: v1alpha1.IdentityPathPrefix}
 	tenantJWT  = v1alpha1.IdentitySource{Type: v1alpha1.IdentityJWTClaim, JWTClaim: &v1alpha1.JWTClaimSource{Claim: "tenant"}}
 	clientAddr = v1alpha1.IdentitySource{Type: v1alpha1.IdentityClientIP, ClientIP: &v1alpha1.ClientIPSource{IPv4PrefixLength: 24, IPv6PrefixLength: 64}}
 )
 
-// withParts makes a policy's identity the composite of parts, with onMissing m.
-func withParts(m v1alpha1.MissingIdentityAction, parts ...v1alpha1.IdentityPart) func(*v1alpha1.RateLimitPolicySpec) {
-	return func(s *v1alpha1.RateLimitPolicySpec) {
-		s.Identity = v1alpha1.Identity{Parts: parts, OnMissing: m}
-	}
-}
-
 // planned is the check PlanHTTP reads for the one policy method target matches.
 func planned(t *testing.T, set *engine.Set, method, target string, h http.Header) engine.Check {
 	t.Helper()
-	path, query, err := engine.ParseTarget(method, target)
+	path, query, err := requestread.ParseTarget(method, target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, checks, err := set.PlanHTTP(&engine.HTTPRequest{Method: method, Host: "shop.example", Path: path, Query: query, Header: h, Peer: "10.1.2.3:4000"})
+	rules, checks, err := set.PlanHTTP(&requestread.HTTPRequest{Method: method, Host: "shop.example", Path: path, Query: query, Header: h, Peer: "10.1.2.3:4000"})
 	if err != nil || len(rules) != 1 {
 		t.Fatalf("%s %s: %d rules, %v; want one", method, target, len(rules), err)
 	}
 	return checks[0]
-}
-
-func header(kv ...string) http.Header {
-	h := http.Header{}
-	for i := 0; i < len(kv); i += 2 {
-		h.Add(kv[i], kv[i+1])
-	}
-	return h
 }
 
 // TestCompositeIdentityHTTP: each part reads its own chain; the identity is their
@@ -64,7 +43,7 @@ func header(kv ...string) http.Header {
 // matching entries as the policy wrote it, never the request's own path.
 func TestCompositeIdentityHTTP(t *testing.T) {
 	set := sidecartest.Set(t, sidecartest.Policy("p", 5,
-		withParts(v1alpha1.MissingIdentityShared, part(keyHeader, tenantJWT, clientAddr), part(prefixSrc), part(methodSrc)),
+		sidecartest.Parts(v1alpha1.MissingIdentityShared, sidecartest.Part(keyHeader, tenantJWT, clientAddr), sidecartest.Part(prefixSrc), sidecartest.Part(methodSrc)),
 		func(s *v1alpha1.RateLimitPolicySpec) {
 			s.Match.HTTP = []v1alpha1.HTTPMatch{
 				{PathPrefixes: []string{"/API/Orders/", "/api/users"}},
@@ -77,21 +56,21 @@ func TestCompositeIdentityHTTP(t *testing.T) {
 		h              http.Header
 		want           string
 	}{
-		{"GET", "/api/orders/7", header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
-		{"get", "/api/users", header("X-API-Key", "k1"), "4.0=k1+10./api/users+3.GET"},
-		{"HEAD", "/api/orders", header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
+		{"GET", "/api/orders/7", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
+		{"get", "/api/users", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+10./api/users+3.GET"},
+		{"HEAD", "/api/orders", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
 		// The longer prefix of an entry whose method matches; GET's entry has only the shorter.
-		{"POST", "/api/orders/export/x", header("X-API-Key", "k1"), "4.0=k1+18./api/orders/export+4.POST"},
-		{"GET", "/api/orders/export/x", header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
+		{"POST", "/api/orders/export/x", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+18./api/orders/export+4.POST"},
+		{"GET", "/api/orders/export/x", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+11./api/orders+3.GET"},
 		// The upstream runs the override: that is the method counted.
-		{"POST", "/api/orders/export", header("X-API-Key", "k1", "X-HTTP-Method-Override", "delete"), "4.0=k1+18./api/orders/export+6.DELETE"},
-		{"PROPFIND", "/api/users/1", header("X-API-Key", "k1"), "4.0=k1+10./api/users+5.OTHER"},
-		{"BREW", "/api/users/1", header("X-API-Key", "k1"), "4.0=k1+10./api/users+5.OTHER"},
+		{"POST", "/api/orders/export", sidecartest.Header("X-API-Key", "k1", "X-HTTP-Method-Override", "delete"), "4.0=k1+18./api/orders/export+6.DELETE"},
+		{"PROPFIND", "/api/users/1", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+10./api/users+5.OTHER"},
+		{"BREW", "/api/users/1", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+10./api/users+5.OTHER"},
 		// The chain of the first part falls back as a chain of sources does, keeping its sources apart.
-		{"GET", "/api/users", header("Authorization", sidecartest.JWT(`{"tenant":"t9"}`)), "4.1=t9+10./api/users+3.GET"},
-		{"GET", "/api/users", header(), "10.2=10.1.2.0+10./api/users+3.GET"},
+		{"GET", "/api/users", sidecartest.Header("Authorization", sidecartest.JWT(`{"tenant":"t9"}`)), "4.1=t9+10./api/users+3.GET"},
+		{"GET", "/api/users", sidecartest.Header(), "10.2=10.1.2.0+10./api/users+3.GET"},
 		// Path parameters and case do not make another prefix: the policy's text does.
-		{"GET", "/API/Users;jsessionid=1/x", header("X-API-Key", "k1"), "4.0=k1+10./api/users+3.GET"},
+		{"GET", "/API/Users;jsessionid=1/x", sidecartest.Header("X-API-Key", "k1"), "4.0=k1+10./api/users+3.GET"},
 	} {
 		c := planned(t, set, tc.method, tc.target, tc.h)
 		if !c.HasIdentity || c.Identity != tc.want {
@@ -99,99 +78,18 @@ func TestCompositeIdentityHTTP(t *testing.T) {
 		}
 	}
 	// An entry naming no prefix (admin.example's) makes the part "/".
-	path, _, err := engine.ParseTarget("GET", "/anything")
+	path, _, err := requestread.ParseTarget("GET", "/anything")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, checks, err := set.PlanHTTP(&engine.HTTPRequest{Method: "GET", Host: "Admin.Example:443", Path: path, Header: header("X-API-Key", "k1")})
+	_, checks, err := set.PlanHTTP(&requestread.HTTPRequest{Method: "GET", Host: "Admin.Example:443", Path: path, Header: sidecartest.Header("X-API-Key", "k1")})
 	if err != nil || len(checks) != 1 || checks[0].Identity != "4.0=k1+1./+3.GET" {
 		t.Errorf("an entry without prefixes: %+v, %v; want the part /", checks, err)
 	}
 	// HTTPCheck alone has no request line: Method and PathPrefix yield nothing there.
-	c, err := set.Rule("p").HTTPCheck(header("X-API-Key", "k1"), "")
+	c, err := set.Rule("p").HTTPCheck(sidecartest.Header("X-API-Key", "k1"), "")
 	if err != nil || c.Identity != "4.0=k1+-+-" {
 		t.Errorf("HTTPCheck without the request line: %+v, %v", c, err)
-	}
-}
-
-// TestCompositeIdentityMissingPart: a part with no value is onMissing's to judge. Shared
-// counts it as one value of its own, which no real value can spell, and the other parts
-// still count apart; Reject and Skip leave the request without identity, so the engine
-// rejects or skips it.
-func TestCompositeIdentityMissingPart(t *testing.T) {
-	parts := []v1alpha1.IdentityPart{part(keyHeader), part(tenantHdr)}
-	set := sidecartest.Set(t,
-		sidecartest.Policy("shared", 5, withParts(v1alpha1.MissingIdentityShared, parts...)),
-		sidecartest.Policy("reject", 5, withParts(v1alpha1.MissingIdentityReject, parts...)),
-		sidecartest.Policy("skip", 5, withParts(v1alpha1.MissingIdentitySkip, parts...)),
-	)
-	for _, tc := range []struct {
-		policy string
-		h      http.Header
-		want   string
-		ok     bool
-	}{
-		{"shared", header("X-API-Key", "k", "X-Tenant", "t"), "1.k+1.t", true},
-		{"shared", header("X-API-Key", "k"), "1.k+-", true},
-		{"shared", header("X-Tenant", "t"), "-+1.t", true},
-		{"shared", header("X-API-Key", "k", "X-Tenant", "-"), "1.k+1.-", true}, // a value "-" is not a missing part
-		{"shared", header(), "-+-", true},
-		{"reject", header("X-API-Key", "k", "X-Tenant", "t"), "1.k+1.t", true},
-		{"reject", header("X-API-Key", "k"), "", false},
-		{"skip", header("X-Tenant", "t"), "", false},
-		{"skip", header(), "", false},
-	} {
-		got, ok, err := set.Rule(tc.policy).HTTPIdentity(tc.h, "")
-		if got != tc.want || ok != tc.ok || err != nil {
-			t.Errorf("%s %v: %q, %v, %v; want %q, %v", tc.policy, tc.h, got, ok, err, tc.want, tc.ok)
-		}
-	}
-	// Every part is read, so a header sent twice refuses the request even after a part is missing.
-	if _, _, err := set.Rule("reject").HTTPIdentity(header("X-Tenant", "a", "X-Tenant", "b"), ""); err == nil || !strings.Contains(err.Error(), "X-Tenant") {
-		t.Errorf("a repeated header in the second part: %v, want ErrRepeatedHeader naming it", err)
-	}
-}
-
-// TestCompositeIdentityIsInjective: no two combinations of values share an identity,
-// whatever separators, digits and "missing" markers the values hold. Values are drawn from
-// an alphabet of nothing but the encoding's own bytes, so every boundary is contested.
-func TestCompositeIdentityIsInjective(t *testing.T) {
-	set := sidecartest.Set(t,
-		sidecartest.Policy("two", 5, withParts(v1alpha1.MissingIdentityShared, part(keyHeader), part(tenantHdr))),
-		sidecartest.Policy("chains", 5, withParts(v1alpha1.MissingIdentityShared, part(keyHeader, tenantHdr), part(tenantHdr, keyHeader))),
-	)
-	const alphabet = "+.-=019"
-	rng := rand.New(rand.NewPCG(1, 2))
-	value := func() string {
-		b := make([]byte, rng.IntN(6))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		return string(b)
-	}
-	for _, policy := range []string{"two", "chains"} {
-		seen := map[string][2]string{}
-		for range 20000 {
-			combo := [2]string{value(), value()}
-			h := http.Header{}
-			if combo[0] != "" {
-				h.Set("X-API-Key", combo[0])
-			}
-			if combo[1] != "" {
-				h.Set("X-Tenant", combo[1])
-			}
-			id, ok, err := set.Rule(policy).HTTPIdentity(h, "")
-			if err != nil || !ok || id == "" {
-				t.Fatalf("%s %q: %q, %v, %v", policy, combo, id, ok, err)
-			}
-			if prev, dup := seen[id]; dup && prev != combo {
-				t.Fatalf("%s: %q and %q are both identity %q", policy, prev, combo, id)
-			}
-			seen[id] = combo
-		}
-		if len(seen) < 1000 {
-			t.Fatalf("%s: only %d distinct combinations drawn: the test proves little", policy, len(seen))
-		}
 	}
 }
 
@@ -202,22 +100,22 @@ func TestCompositeIdentityDescriptor(t *testing.T) {
 	route := v1alpha1.IdentitySource{Type: v1alpha1.IdentityDescriptor, Descriptor: &v1alpha1.DescriptorSource{Key: "path"}}
 	anyRoute := v1alpha1.IdentitySource{Type: v1alpha1.IdentityFixed, Fixed: &v1alpha1.FixedSource{Value: "any"}}
 	set := sidecartest.Set(t,
-		sidecartest.EnvoyPolicy("rls", "orders", 5, 1e9, withParts(v1alpha1.MissingIdentityReject, part(user), part(route, anyRoute))),
-		sidecartest.EnvoyPolicy("both", "users", 5, 1e9, withParts(v1alpha1.MissingIdentityShared, part(user), part(methodSrc)),
+		sidecartest.EnvoyPolicy("rls", "orders", 5, 1e9, sidecartest.Parts(v1alpha1.MissingIdentityReject, sidecartest.Part(user), sidecartest.Part(route, anyRoute))),
+		sidecartest.EnvoyPolicy("both", "users", 5, 1e9, sidecartest.Parts(v1alpha1.MissingIdentityShared, sidecartest.Part(user), sidecartest.Part(methodSrc)),
 			func(s *v1alpha1.RateLimitPolicySpec) {
 				s.Match.HTTP = []v1alpha1.HTTPMatch{{PathPrefixes: []string{"/both"}}}
 			}),
 	)
-	e := func(kv ...string) []engine.DescriptorEntry {
-		var out []engine.DescriptorEntry
+	e := func(kv ...string) []requestread.DescriptorEntry {
+		var out []requestread.DescriptorEntry
 		for i := 0; i < len(kv); i += 2 {
-			out = append(out, engine.DescriptorEntry{Key: kv[i], Value: kv[i+1]})
+			out = append(out, requestread.DescriptorEntry{Key: kv[i], Value: kv[i+1]})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		policy  string
-		entries []engine.DescriptorEntry
+		entries []requestread.DescriptorEntry
 		want    string
 		ok      bool
 	}{
@@ -248,7 +146,7 @@ func TestCompositeIdentityRefusedShapes(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			doc := sidecartest.Doc(t, sidecartest.Policy("bad", 5, withParts("", part(keyHeader), part(methodSrc))), sidecartest.Policy("good", 5))
+			doc := sidecartest.Doc(t, sidecartest.Policy("bad", 5, sidecartest.Parts("", sidecartest.Part(keyHeader), sidecartest.Part(methodSrc))), sidecartest.Policy("good", 5))
 			s, err := snapshot.Parse(doc)
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
@@ -30,7 +30,7 @@ func BenchmarkPlanHTTP(b *testing.B) {
 	h.Set("X-API-Key", "key-1")
 	h.Set("X-Plan", "pro")
 	h.Set("Authorization", sidecartest.JWT(`{"sub":"u1","plan":"pro"}`))
-	path, _, err := engine.ParseTarget(http.MethodGet, "/api/plans/items")
+	path, _, err := requestread.ParseTarget(http.MethodGet, "/api/plans/items")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkPlanHTTP(b *testing.B) {
 		}}},
 	} {
 		set := sidecartest.Set(b, sidecartest.Policy("plans", 10, tc.edits...))
-		req := &engine.HTTPRequest{Method: http.MethodGet, Host: "api.example.com", Path: path, Header: h, Peer: "10.0.0.1:5000"}
+		req := &requestread.HTTPRequest{Method: http.MethodGet, Host: "api.example.com", Path: path, Header: h, Peer: "10.0.0.1:5000"}
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -6,6 +6,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httppath"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -36,8 +37,8 @@ func (r *Rule) Name() string { return r.Entry.Name }
 // newRule compiles p; functions says the manager loaded the scripts as Redis functions,
 // to be called with FCALL (snapshot.Redis.Functions).
 func newRule(namespace string, functions bool, p snapshot.Entry) (*Rule, error) {
-	if id := p.Identity; len(id.Parts) > maxParts || len(id.Parts) > 0 && len(id.Sources) > 0 {
-		return nil, fmt.Errorf("policy %q: identity: %d parts and %d sources: a composite identity has at most %d parts, and no sources of its own", p.Name, len(id.Parts), len(id.Sources), maxParts)
+	if id := p.Identity; len(id.Parts) > requestread.MaxParts || len(id.Parts) > 0 && len(id.Sources) > 0 {
+		return nil, fmt.Errorf("policy %q: identity: %d parts and %d sources: a composite identity has at most %d parts, and no sources of its own", p.Name, len(id.Parts), len(id.Sources), requestread.MaxParts)
 	}
 	compiled, err := limiterspec.Compile(namespace, p, functions)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -161,8 +162,8 @@ func (r *Rule) CountsWithoutIdentity() bool {
 // DescriptorCaller is the caller an Envoy descriptor's entries name under r, as a check of
 // them counts it: its identity, "" for the one shared caller of requests without one, and
 // false when r counts such a request as no caller (skipped or rejected).
-func (r *Rule) DescriptorCaller(entries []DescriptorEntry) (string, bool) {
-	if id, ok := r.descriptorIdentity(entries); ok {
+func (r *Rule) DescriptorCaller(entries []requestread.DescriptorEntry) (string, bool) {
+	if id, ok := requestread.DescriptorIdentity(&r.Entry, entries); ok {
 		return id, true
 	}
 	return "", r.CountsWithoutIdentity()

@@ -8,6 +8,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/condition"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiterspec"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -87,19 +88,19 @@ func (r *Rule) CallerTier(c *Check, conds func() (*Tier, error)) (*Tier, error) 
 
 // httpTier is the tier of check c of an HTTP request to r. method is the method the
 // upstream will run, host the canonical host.
-func (r *Rule) httpTier(c *Check, req *HTTPRequest, method, host string) (*Tier, error) {
+func (r *Rule) httpTier(c *Check, req *requestread.HTTPRequest, method, host string) (*Tier, error) {
 	return r.CallerTier(c, func() (*Tier, error) {
 		return r.TierFor(&condition.Request{Method: method, Host: host, Path: req.Path.String(), Header: req.Header})
 	})
 }
 
 // descriptorTier is the tier of check c of an Envoy descriptor to r.
-func (r *Rule) descriptorTier(c *Check, entries []DescriptorEntry) (*Tier, error) {
+func (r *Rule) descriptorTier(c *Check, entries []requestread.DescriptorEntry) (*Tier, error) {
 	return r.CallerTier(c, func() (*Tier, error) { return r.descriptorConditions(entries) })
 }
 
 // descriptorConditions is the tier r's conditions choose for a descriptor.
-func (r *Rule) descriptorConditions(entries []DescriptorEntry) (*Tier, error) {
+func (r *Rule) descriptorConditions(entries []requestread.DescriptorEntry) (*Tier, error) {
 	return r.TierFor(&condition.Request{Header: http.Header{}, Descriptors: func() map[string]string {
 		m := make(map[string]string, len(entries))
 		for _, e := range entries {

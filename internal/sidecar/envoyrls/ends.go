@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 )
 
 // Descriptor keys that tie a request's admission to the call Envoy makes when its stream
@@ -116,7 +117,7 @@ func pendingKey(id string, rule *engine.Rule, caller string) string {
 }
 
 // entryValue is the value of d's entry key, "" when it has none.
-func entryValue(entries []engine.DescriptorEntry, key string) string {
+func entryValue(entries []requestread.DescriptorEntry, key string) string {
 	for _, e := range entries {
 		if e.Key == key {
 			return e.Value
@@ -189,7 +190,7 @@ func (s *Service) ended(ctx context.Context, span trace.Span, req *rlsv3.RateLim
 
 // endAll ends the admissions remembered under the descriptor entries' request id for each
 // of rules and the caller the entries name under it, at cost.
-func (s *Service) endAll(ctx context.Context, rules []*engine.Rule, entries []engine.DescriptorEntry, cost int64, stated bool, now time.Time) {
+func (s *Service) endAll(ctx context.Context, rules []*engine.Rule, entries []requestread.DescriptorEntry, cost int64, stated bool, now time.Time) {
 	id := entryValue(entries, RequestIDKey)
 	if id == "" {
 		return

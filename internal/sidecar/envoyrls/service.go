@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
@@ -50,7 +51,7 @@ func (s *Service) Register(g *grpc.Server) {
 // descriptorPlan is one descriptor of a request, matched and with its checks prepared, and
 // once decided its outcomes.
 type descriptorPlan struct {
-	entries []engine.DescriptorEntry
+	entries []requestread.DescriptorEntry
 	rules   []*engine.Rule
 	checks  []engine.Check // parallel to rules
 	outs    []engine.Outcome
@@ -201,11 +202,11 @@ func (p *descriptorPlan) prepare(domain string, hits int64) error {
 }
 
 // descriptorEntries converts a descriptor's entries; a nil descriptor has none.
-func descriptorEntries(d *ratelimitv3.RateLimitDescriptor) []engine.DescriptorEntry {
+func descriptorEntries(d *ratelimitv3.RateLimitDescriptor) []requestread.DescriptorEntry {
 	in := d.GetEntries()
-	out := make([]engine.DescriptorEntry, len(in))
+	out := make([]requestread.DescriptorEntry, len(in))
 	for i, e := range in {
-		out[i] = engine.DescriptorEntry{Key: e.GetKey(), Value: e.GetValue()}
+		out[i] = requestread.DescriptorEntry{Key: e.GetKey(), Value: e.GetValue()}
 	}
 	return out
 }

@@ -5,15 +5,15 @@
 //
 // # Mapping
 //
-// A CheckRequest's attributes.request.http becomes an engine.HTTPRequest: method as sent;
+// A CheckRequest's attributes.request.http becomes an requestread.HTTPRequest: method as sent;
 // host from the host field (Envoy's :authority); the path field, which Envoy sends with its
-// query, is read by engine.ParseTarget into the normalized path and the raw query, so every
+// query, is read by requestread.ParseTarget into the normalized path and the raw query, so every
 // spelling an upstream serves as one path is judged as that path. Headers come from
 // header_map when Envoy sends it (encode_raw_headers: repeated field lines stay repeated, so
-// a header the limiter reads that is sent twice refuses the request, engine.ErrRepeatedHeader,
+// a header the limiter reads that is sent twice refuses the request, requestread.ErrRepeatedHeader,
 // as on the proxy), else from the headers map (Envoy has already joined repeated lines with
 // commas there). Pseudo-headers (":path", ":authority", ...) and Host are never identity
-// headers: they are dropped, as is every hop-by-hop header (engine.ForwardedHeader). The peer
+// headers: they are dropped, as is every hop-by-hop header (requestread.ForwardedHeader). The peer
 // is attributes.source.address's socket address (address and port); a ClientIP identity with
 // trustedProxies reads X-Forwarded-For as on the proxy. The body is never read.
 //

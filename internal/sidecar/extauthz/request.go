@@ -9,18 +9,18 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 )
 
 // httpRequest is the HTTP request h describes as the engine reads it, from peer src. A path
-// the engine refuses is a *engine.BadRequestError.
-func httpRequest(h *authv3.AttributeContext_HttpRequest, src *authv3.AttributeContext_Peer) (*engine.HTTPRequest, error) {
-	path, query, err := engine.ParseTarget(h.GetMethod(), h.GetPath())
+// the engine refuses is a *requestread.BadRequestError.
+func httpRequest(h *authv3.AttributeContext_HttpRequest, src *authv3.AttributeContext_Peer) (*requestread.HTTPRequest, error) {
+	path, query, err := requestread.ParseTarget(h.GetMethod(), h.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	return &engine.HTTPRequest{Method: h.GetMethod(), Host: h.GetHost(), Path: path, Query: query,
-		Header: engine.ForwardedHeader(header(h)), Peer: peer(src.GetAddress())}, nil
+	return &requestread.HTTPRequest{Method: h.GetMethod(), Host: h.GetHost(), Path: path, Query: query,
+		Header: requestread.ForwardedHeader(header(h)), Peer: peer(src.GetAddress())}, nil
 }
 
 // header is the request's header as Go's HTTP server would present it: canonical names,

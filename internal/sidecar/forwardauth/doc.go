@@ -29,7 +29,7 @@
 //
 // A header naming the original request that is missing or empty is answered 400 naming it;
 // one sent on several field lines is answered 400 too, as is any header the policies read
-// (engine.ErrRepeatedHeader). A path the reverse proxy would refuse (an encoded "/", a dot
+// (requestread.ErrRepeatedHeader). A path the reverse proxy would refuse (an encoded "/", a dot
 // segment that escapes the root) is answered 400; "//api/x" and "/API/x" are matched as the
 // proxy matches them (package httppath). So is a host that is not a host name
 // ("shop.example..", percent-encoded); "SHOP.example.:8443" is shop.example. Before the
@@ -65,7 +65,7 @@
 //
 // The policies read the original request's headers as the upstream receives them: the
 // X-Forwarded-* and X-Original-* headers the proxy wrote, and the hop-by-hop headers
-// (engine.ForwardedHeader), are removed first.
+// (requestread.ForwardedHeader), are removed first.
 //
 // # Failure modes
 //

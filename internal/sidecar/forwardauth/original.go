@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 )
 
 // Headers naming the original request.
@@ -109,7 +109,7 @@ func routedHost(rawQuery string) (host string, ok bool, err error) {
 func required(h http.Header, name string) (string, error) {
 	switch vs := h.Values(name); {
 	case len(vs) > 1:
-		return "", fmt.Errorf("header %s: %w", name, engine.ErrRepeatedHeader)
+		return "", fmt.Errorf("header %s: %w", name, requestread.ErrRepeatedHeader)
 	case len(vs) == 0 || strings.TrimSpace(vs[0]) == "":
 		return "", fmt.Errorf("header %s: required", name)
 	default:
@@ -124,7 +124,7 @@ func required(h http.Header, name string) (string, error) {
 // (the policies must not read what the upstream does not receive as the client sent it);
 // h is not modified.
 func originalHeader(h http.Header) (http.Header, string, error) {
-	hops := engine.ForwardedFor(h)
+	hops := requestread.ForwardedFor(h)
 	if len(hops) == 0 {
 		return nil, "", fmt.Errorf("header %s: required (the proxy appends the client's address to it)", headerForwardedFor)
 	}
@@ -132,7 +132,7 @@ func originalHeader(h http.Header) (http.Header, string, error) {
 	if !isAddr(peer) {
 		return nil, "", fmt.Errorf("header %s: the rightmost entry %q is not an address", headerForwardedFor, peer)
 	}
-	out := engine.ForwardedHeader(h).Clone()
+	out := requestread.ForwardedHeader(h).Clone()
 	for name := range out {
 		if strings.HasPrefix(name, "X-Forwarded-") || strings.HasPrefix(name, "X-Original-") {
 			delete(out, name)

@@ -12,6 +12,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
@@ -112,12 +113,12 @@ func (j *judge) answer(ctx context.Context, span trace.Span, r *http.Request) ve
 }
 
 // request is the original request the auth request r describes, as the engine reads it.
-func (j *judge) request(r *http.Request) (*engine.HTTPRequest, error) {
+func (j *judge) request(r *http.Request) (*requestread.HTTPRequest, error) {
 	o, err := j.read(r)
 	if err != nil {
 		return nil, err
 	}
-	path, query, err := engine.ParseTarget(o.method, o.target)
+	path, query, err := requestread.ParseTarget(o.method, o.target)
 	if err != nil {
 		return nil, err
 	}
@@ -125,5 +126,5 @@ func (j *judge) request(r *http.Request) (*engine.HTTPRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine.HTTPRequest{Method: o.method, Host: o.host, Path: path, Query: query, Header: header, Peer: peer}, nil
+	return &requestread.HTTPRequest{Method: o.method, Host: o.host, Path: path, Query: query, Header: header, Peer: peer}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 )
 
 // readBody reads a request body of at most maxCheckBody bytes, or says why not with the
@@ -58,12 +60,12 @@ type Caller struct {
 	// Tier is the tier the check named, if it named one.
 	Tier string `json:"tier,omitempty"`
 	// Request is the request the check described, if it described one.
-	Request *Attributes `json:"request,omitempty"`
+	Request *checkwire.Attributes `json:"request,omitempty"`
 }
 
 // check is the check request of c at cost (0: the policy's default).
-func (c *Caller) check(cost int64) *Request {
-	return &Request{Policy: c.Policy, Identity: c.Identity, Parts: c.Parts, Cost: cost, Tier: c.Tier, Request: c.Request}
+func (c *Caller) check(cost int64) *checkwire.Request {
+	return &checkwire.Request{Policy: c.Policy, Identity: c.Identity, Parts: c.Parts, Cost: cost, Tier: c.Tier, Request: c.Request}
 }
 
 // validate says what is wrong with c, naming the field.

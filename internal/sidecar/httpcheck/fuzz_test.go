@@ -3,6 +3,7 @@ package httpcheck_test
 import (
 	"testing"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 )
 
@@ -14,7 +15,7 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req httpcheck.Request
+		var req checkwire.Request
 		if err := httpcheck.Decode(body, &req); err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")

@@ -14,17 +14,18 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/sidecartest"
 )
 
 // scCheck posts body to the check handler and decodes the answer.
-func scCheck(t *testing.T, h http.Handler, body string) (int, httpcheck.Response, http.Header, string) {
+func scCheck(t *testing.T, h http.Handler, body string) (int, checkwire.Response, http.Header, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, httpcheck.Path, strings.NewReader(body)))
-	var resp httpcheck.Response
+	var resp checkwire.Response
 	if rec.Code == http.StatusOK || rec.Code == http.StatusTooManyRequests {
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 			t.Fatalf("decode %q: %v", rec.Body.String(), err)
@@ -141,7 +142,7 @@ func TestCheckAPIIdempotencyBindsToFingerprint(t *testing.T) {
 	t.Cleanup(srv.Close)
 	allowed := 0
 	for i := range 12 {
-		body, _ := json.Marshal(httpcheck.Request{Policy: "pay", Identity: "alice", RequestID: "same",
+		body, _ := json.Marshal(checkwire.Request{Policy: "pay", Identity: "alice", RequestID: "same",
 			Fingerprint: fmt.Sprintf("POST /path-%d", i)})
 		resp, err := http.Post(srv.URL+httpcheck.Path, "application/json", bytes.NewReader(body))
 		if err != nil {

@@ -3,6 +3,7 @@ package httpcheck
 import (
 	"net/http"
 
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
@@ -63,7 +64,7 @@ func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	rule, c, status, err := CheckOf(set, &req)
+	rule, c, status, err := checkwire.CheckOf(set, &req)
 	if err != nil {
 		jsonreply.Error(w, status, err.Error())
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
@@ -66,7 +67,7 @@ func (h *ReleaseHandler) release(ctx context.Context, body io.Reader) (ReleaseRe
 	if err != nil {
 		return ReleaseResponse{}, http.StatusServiceUnavailable, err
 	}
-	rule, c, status, err := CheckOf(set, req.check(0))
+	rule, c, status, err := checkwire.CheckOf(set, req.check(0))
 	if err != nil {
 		return ReleaseResponse{}, status, err
 	}

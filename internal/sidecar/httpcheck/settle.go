@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
@@ -91,7 +92,7 @@ func (h *SettleHandler) settle(ctx context.Context, body io.Reader) (SettleRespo
 	if err != nil {
 		return SettleResponse{}, http.StatusServiceUnavailable, err
 	}
-	rule, c, status, err := CheckOf(set, req.check(1))
+	rule, c, status, err := checkwire.CheckOf(set, req.check(1))
 	if err != nil {
 		return SettleResponse{}, status, fmt.Errorf("the check's fields: %w", err)
 	}

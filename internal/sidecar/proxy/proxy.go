@@ -9,7 +9,7 @@
 // Paths are matched normalized (package httppath) and forwarded exactly as matched; a path
 // httppath refuses is answered 400 and never forwarded. The limiter reads the request's
 // headers as the upstream will receive them (without hop-by-hop headers), and a header it
-// reads that is sent on several field lines refuses the request (engine.ErrRepeatedHeader).
+// reads that is sent on several field lines refuses the request (requestread.ErrRepeatedHeader).
 package proxy
 
 import (
@@ -26,6 +26,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpserver"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/verdict"
 )
@@ -110,12 +111,12 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // judge is the verdict on r, and r's normalized path.
 func (p *Handler) judge(ctx context.Context, span trace.Span, r *http.Request) (httppath.Path, verdict.Verdict) {
-	path, query, err := engine.ParseTarget(r.Method, requestTarget(r))
+	path, query, err := requestread.ParseTarget(r.Method, requestTarget(r))
 	if err != nil {
 		return path, p.front.Refuse(span, err)
 	}
-	return path, p.front.HTTP(ctx, span, &engine.HTTPRequest{Method: r.Method, Host: r.Host,
-		Path: path, Query: query, Header: engine.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
+	return path, p.front.HTTP(ctx, span, &requestread.HTTPRequest{Method: r.Method, Host: r.Host,
+		Path: path, Query: query, Header: requestread.ForwardedHeader(r.Header), Peer: r.RemoteAddr})
 }
 
 // requestTarget is r's request target as received: RequestURI, since URL.Path is already

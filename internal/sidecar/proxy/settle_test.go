@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/proxy"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/llmstub"
@@ -72,7 +73,7 @@ func (l *llmRig) remaining(t *testing.T, policy, identity string) int64 {
 	w := httptest.NewRecorder()
 	l.check.ServeHTTP(w, httptest.NewRequest(http.MethodPost, httpcheck.Path,
 		strings.NewReader(`{"policy":"`+policy+`","identity":"`+identity+`","peek":true}`)))
-	var resp httpcheck.Response
+	var resp checkwire.Response
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || len(resp.Limits) == 0 {
 		t.Fatalf("peek: %d %s (%v)", w.Code, w.Body, err)
 	}

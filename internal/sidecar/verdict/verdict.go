@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/ratelimitheaders"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/tracing"
 )
 
@@ -82,7 +83,7 @@ type Front struct {
 }
 
 // HTTP judges a whole HTTP request (engine.DecideHTTP), recording the verdict on span.
-func (f *Front) HTTP(ctx context.Context, span trace.Span, r *engine.HTTPRequest) Verdict {
+func (f *Front) HTTP(ctx context.Context, span trace.Span, r *requestread.HTTPRequest) Verdict {
 	outs, err := f.Engine.DecideHTTP(ctx, f.Name, r, f.Settles)
 	if err != nil {
 		return f.Refuse(span, err)

@@ -97,7 +97,7 @@ func (v *Validator) ValidateDelete(context.Context, *policyv1alpha1.RateLimitPol
 
 func (v *Validator) validate(old, p *policyv1alpha1.RateLimitPolicy) (admission.Warnings, error) {
 	warnings := policy.Warnings(old, p)
-	if _, errs := v.Rules.CompileAsIs(p); len(errs) > 0 {
+	if errs := v.Rules.Validate(p); len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(policyv1alpha1.GroupVersion.WithKind("RateLimitPolicy").GroupKind(), p.Name, errs)
 	}
 	return warnings, nil

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -230,8 +230,8 @@ func (w *move) checkPublished(t *testing.T, e *kube.Env) {
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(s.Redis.Addrs, []string{w.newRedis.Addr()}) || cm.Annotations[controller.AnnotationBackend] != w.first {
-			return fmt.Errorf("names %v (backend %q)", s.Redis.Addrs, cm.Annotations[controller.AnnotationBackend])
+		if !slices.Equal(s.Redis.Addrs, []string{w.newRedis.Addr()}) || cm.Annotations[publishing.AnnotationBackend] != w.first {
+			return fmt.Errorf("names %v (backend %q)", s.Redis.Addrs, cm.Annotations[publishing.AnnotationBackend])
 		}
 		return nil
 	})

@@ -40,6 +40,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/ratelimitpolicy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -152,7 +153,7 @@ func countProgress(t testing.TB, e *kube.Env, ns string) (finalized, ready int) 
 		t.Fatal(err)
 	}
 	for i := range list.Items {
-		if slices.Contains(list.Items[i].Finalizers, controller.Finalizer) {
+		if slices.Contains(list.Items[i].Finalizers, ratelimitpolicy.Finalizer) {
 			finalized++
 		}
 		if readyErr(&list.Items[i]) == nil {
@@ -264,8 +265,8 @@ func checkOwners(t *testing.T, cm *corev1.ConfigMap, uids map[string]bool) {
 // checkNoDuplicates fails when a policy carries a finalizer, condition or script twice.
 func checkNoDuplicates(t *testing.T, p *v1alpha1.RateLimitPolicy) {
 	t.Helper()
-	if n := occurrences(p.Finalizers, controller.Finalizer); n != 1 {
-		t.Errorf("%s: finalizer %s present %d times: %v", p.Name, controller.Finalizer, n, p.Finalizers)
+	if n := occurrences(p.Finalizers, ratelimitpolicy.Finalizer); n != 1 {
+		t.Errorf("%s: finalizer %s present %d times: %v", p.Name, ratelimitpolicy.Finalizer, n, p.Finalizers)
 	}
 	types := make([]string, len(p.Status.Conditions))
 	for i, c := range p.Status.Conditions {

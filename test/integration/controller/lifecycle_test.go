@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/ratelimitpolicy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -88,8 +88,8 @@ func checkReadyStatus(t *testing.T, got *v1alpha1.RateLimitPolicy) *limiter.Scri
 	if len(got.Status.Scripts) != 1 || got.Status.Scripts[0].Name != want.Name || got.Status.Scripts[0].SHA != want.SHA {
 		t.Errorf("status.scripts %+v, want [%s %s]", got.Status.Scripts, want.Name, want.SHA)
 	}
-	if !slices.Contains(got.Finalizers, controller.Finalizer) {
-		t.Errorf("finalizers %v lack %s", got.Finalizers, controller.Finalizer)
+	if !slices.Contains(got.Finalizers, ratelimitpolicy.Finalizer) {
+		t.Errorf("finalizers %v lack %s", got.Finalizers, ratelimitpolicy.Finalizer)
 	}
 	return want
 }

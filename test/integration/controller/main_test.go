@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/redisbackend"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/tenancy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
@@ -175,11 +176,11 @@ func startManagerSetup(e *kube.Env, rdb redis.UniversalClient, topo redisconn.To
 }
 
 // backendsConfig is the RedisBackends' settings of s; nil when they are off.
-func (s managerSetup) backendsConfig(unknown chan event.GenericEvent) *controller.BackendsConfig {
+func (s managerSetup) backendsConfig(unknown chan event.GenericEvent) *redisbackend.Config {
 	if !s.backends {
 		return nil
 	}
-	cfg := &controller.BackendsConfig{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
+	cfg := &redisbackend.Config{Monitor: func(nodes redisacl.Nodes) *redismemory.Monitor {
 		m := &redismemory.Monitor{Nodes: nodes, CheckInterval: resync, ScanInterval: resync, ScanCount: redismemory.DefaultScanCount}
 		if s.tenants != nil {
 			m.TenantUserPrefix = tenantPrefix
@@ -187,7 +188,7 @@ func (s managerSetup) backendsConfig(unknown chan event.GenericEvent) *controlle
 		return m
 	}}
 	if s.tenants != nil {
-		cfg.Users = &controller.BackendUsers{Prefix: tenantPrefix, Resync: resync, Unknown: unknown}
+		cfg.Users = &redisbackend.Users{Prefix: tenantPrefix, Resync: resync, Unknown: unknown}
 	}
 	return cfg
 }

@@ -34,21 +34,21 @@ import (
 // by the call in internal/controller or cmd/manager that needs it. The generated
 // ClusterRole (config/rbac/role.yaml) must grant exactly this.
 var rbacUsed = map[string][]string{
-	// SnapshotReconciler: Get in write and read (a client.Reader call; served by the cache
-	// today), the cache's List+Watch (Watches ConfigMap; List in reloadEvents), Create and
+	// publishing.Reconciler: Get in write and read (a client.Reader call; served by the
+	// cache today), the cache's List+Watch (Watches ConfigMap; List in Redises.reloaded), Create and
 	// Update in write, Delete in remove. Nothing patches a ConfigMap.
 	"/configmaps": {"create", "delete", "get", "list", "update", "watch"},
 	// The events.k8s.io recorder (mgr.GetEventRecorder): Create, and Patch for a series.
 	"events.k8s.io/events": {"create", "patch"},
-	// PolicyReconciler: Get in Reconcile, the cache's List+Watch (For, List in requests and
+	// ratelimitpolicy.Reconciler: Get in Reconcile, the cache's List+Watch (For, List in requests and
 	// Sync), Update to add and remove the finalizer. Nothing patches the main resource.
 	"policy.ratelimit.dev/ratelimitpolicies": {"get", "list", "update", "watch"},
 	// patchStatus: Status().Patch. Nothing gets or updates the status subresource.
 	"policy.ratelimit.dev/ratelimitpolicies/status": {"patch"},
-	// OverrideReconciler: Get in Reconcile, the cache's List+Watch (For, List in overridesIn;
-	// SnapshotReconciler's Watches and List in sync). Nothing writes an override.
+	// ratelimitoverride.Reconciler: Get in Reconcile, the cache's List+Watch (For, List in
+	// overridesIn; publishing.Reconciler's Watches and List in sync). Nothing writes an override.
 	"policy.ratelimit.dev/ratelimitoverrides": {"get", "list", "watch"},
-	// OverrideReconciler.Reconcile: Status().Patch, and nothing else of the status.
+	// ratelimitoverride.Reconciler.Reconcile: Status().Patch, and nothing else of the status.
 	"policy.ratelimit.dev/ratelimitoverrides/status": {"patch"},
 	// Per-namespace Redis users (--redis-tenant-users), tenancy.Reconciler: Create of a
 	// namespace's credentials Secret in create. The API server authorizes a create before
@@ -62,9 +62,9 @@ var rbacUsed = map[string][]string{
 	// password, mark and unmark the grace before deletion and replace hand-edited
 	// credentials, Delete in deleteSecret. No other Secret can be read. Nothing patches one.
 	"/secrets@ratelimit-redis-credentials": {"delete", "get", "list", "update", "watch"},
-	// Gateway API attachment (internal/controller/gatewayapi.go, dataplane.go), used only
+	// Gateway API attachment (internal/controller/gatewayapi: reader.go, dataplane.go), used only
 	// when the API server serves Gateway API: the cache's List+Watch of Gateways, HTTPRoutes
-	// and GRPCRoutes (Watches; List in inputs and routeNamespaces; Get of another
+	// and GRPCRoutes (Watches; List in inputs and RouteNamespaces; Get of another
 	// namespace's parent Gateway, served by the cache) and of GatewayClasses (Get in
 	// DataPlane.implementation, served by the cache). Nothing writes them.
 	"gateway.networking.k8s.io/gateways":       {"list", "watch"},
@@ -80,11 +80,11 @@ var rbacUsed = map[string][]string{
 	// (OwnerReferencesPermissionEnforcement) allows only to whoever may update the owner's
 	// finalizers. The finalizer itself is set through an Update of the policy.
 	"policy.ratelimit.dev/ratelimitpolicies/finalizers": {"update"},
-	// RedisBackendReconciler: Get in Reconcile, the cache's List+Watch (For and Watches,
+	// redisbackend.Reconciler: Get in Reconcile, the cache's List+Watch (For and Watches,
 	// List in allBackends and setNamespaces; Redises.Route and Named read them from the
 	// cache; the snapshot and tenant controllers watch them too). Nothing writes one.
 	"policy.ratelimit.dev/redisbackends": {"get", "list", "watch"},
-	// RedisBackendReconciler.patchStatus: Status().Patch, and nothing else of the status.
+	// redisbackend.Reconciler.patchStatus: Status().Patch, and nothing else of the status.
 	"policy.ratelimit.dev/redisbackends/status": {"patch"},
 	// Which Redis serves a namespace reads its labels: the cache's List+Watch of the
 	// namespaces' metadata (Watches with OnlyMetadata in the RedisBackend, snapshot and
@@ -94,7 +94,7 @@ var rbacUsed = map[string][]string{
 
 // rbacUsedInNamespace is what the manager's namespaced Role (the second document of
 // config/rbac/role.yaml, bound in the operator's namespace only) must grant exactly: the
-// RedisBackendReconciler's Get of the Secrets a backend names (credentials, CA), through
+// redisbackend.Reconciler's Get of the Secrets a backend names (credentials, CA), through
 // the uncached API reader. No list, no watch: the manager caches no such Secret.
 var rbacUsedInNamespace = map[string][]string{"/secrets": {"get"}}
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scheme"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -166,7 +166,7 @@ func TestDeterminism(t *testing.T) {
 	waitCanonical(t, e, ns, data, s.Version, "by the restarted controller")
 }
 
-// checkBuild checks that controller.SnapshotOf gives the ConfigMap's bytes whatever the order
+// checkBuild checks that publishing.SnapshotOf gives the ConfigMap's bytes whatever the order
 // the policies are listed in.
 func checkBuild(t *testing.T, e *kube.Env, ns string, redis snapshot.Redis, data string) {
 	t.Helper()
@@ -177,7 +177,7 @@ func checkBuild(t *testing.T, e *kube.Env, ns string, redis snapshot.Redis, data
 	for i := range 5 {
 		items := append([]v1alpha1.RateLimitPolicy(nil), list.Items...)
 		rand.Shuffle(len(items), func(a, b int) { items[a], items[b] = items[b], items[a] })
-		built, _, err := controller.SnapshotOf(ns, redis, items)
+		built, _, err := publishing.SnapshotOf(ns, redis, items)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/attachment"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/gatewayapi"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/extauthz"
@@ -69,7 +70,7 @@ func newAttachRig(t *testing.T, also ...string) *attachRig {
 		t.Fatal(err)
 	}
 	m, err := operator.StartWith(asManager(t, e), rdb, operator.StandaloneTopology(srv.Addr()), controller.Config{Resync: time.Second,
-		Gateway: controller.GatewayConfig{Implementations: impls, Service: "ratelimit-service", Port: 8081,
+		Gateway: gatewayapi.Config{Implementations: impls, Service: "ratelimit-service", Port: 8081,
 			IstioProvider: "ratelimit-ext-authz-{namespace}"}}, append([]string{ns}, also...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/gatewayapi"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -72,7 +72,7 @@ func TestAttachHTTPRoute(t *testing.T) {
 	if err := r.c.Delete(context.Background(), r.get(t, "echo-limit")); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, r, controller.SecurityPolicyGVK, controller.DataPlaneName("echo-limit"))
+	waitGone(t, r, gatewayapi.SecurityPolicyGVK, gatewayapi.DataPlaneName("echo-limit"))
 }
 
 // TestAttachDefaultsOverrides: a Gateway's defaults govern the route without a policy and
@@ -139,7 +139,7 @@ func TestAttachTargetNotFoundConflictIstio(t *testing.T) {
 	}
 	r.waitAncestor(t, "second", "mesh", accepted, metav1.ConditionTrue, "Accepted")
 	r.waitCondition(t, "second", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
-	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("early"))
+	waitGone(t, r, gatewayapi.AuthorizationPolicyGVK, gatewayapi.DataPlaneName("early"))
 	checkAuthorizationPolicy(t, r, "second", "mesh")
 
 	second := r.get(t, "second")
@@ -148,7 +148,7 @@ func TestAttachTargetNotFoundConflictIstio(t *testing.T) {
 		t.Fatalf("retarget: %v", err)
 	}
 	r.waitAncestor(t, "second", "gone", accepted, metav1.ConditionFalse, "TargetNotFound")
-	waitGone(t, r, controller.AuthorizationPolicyGVK, controller.DataPlaneName("second"))
+	waitGone(t, r, gatewayapi.AuthorizationPolicyGVK, gatewayapi.DataPlaneName("second"))
 }
 
 // TestAttachKeepsForeignObjects: an AuthorizationPolicy the controller did not write, with
@@ -158,15 +158,15 @@ func TestAttachKeepsForeignObjects(t *testing.T) {
 	r.gateway(t, "mesh", istioClass)
 	r.route(t, "app", "mesh", "app.example.com", "/")
 	foreign := &unstructured.Unstructured{}
-	foreign.SetGroupVersionKind(controller.AuthorizationPolicyGVK)
-	foreign.SetName(controller.DataPlaneName("app"))
+	foreign.SetGroupVersionKind(gatewayapi.AuthorizationPolicyGVK)
+	foreign.SetName(gatewayapi.DataPlaneName("app"))
 	foreign.Object["spec"] = map[string]any{"action": "DENY", "rules": []any{map[string]any{}}}
 	r.create(t, foreign)
 	r.policy(t, "app", 3, "", v1alpha1.KindHTTPRoute, "app")
 	r.waitAncestor(t, "app", "mesh", accepted, metav1.ConditionTrue, "Accepted")
 	wait.Consistently(t, 2*time.Second, "foreign AuthorizationPolicy untouched", func() error {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(controller.AuthorizationPolicyGVK)
+		u.SetGroupVersionKind(gatewayapi.AuthorizationPolicyGVK)
 		if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: foreign.GetName()}, u); err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func dataPlaneObject(t *testing.T, r *attachRig, gvk schema.GroupVersionKind, po
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	wait.Eventually(t, 30*time.Second, gvk.Kind+" of "+policy, func() error {
-		return r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: controller.DataPlaneName(policy)}, u)
+		return r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: gatewayapi.DataPlaneName(policy)}, u)
 	})
 	p := r.get(t, policy)
 	refs := u.GetOwnerReferences()
@@ -222,7 +222,7 @@ func dataPlaneObject(t *testing.T, r *attachRig, gvk schema.GroupVersionKind, po
 
 func checkSecurityPolicy(t *testing.T, r *attachRig, policy, kind, target string) {
 	t.Helper()
-	u := dataPlaneObject(t, r, controller.SecurityPolicyGVK, policy)
+	u := dataPlaneObject(t, r, gatewayapi.SecurityPolicyGVK, policy)
 	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "targetRefs")
 	if got, want := fmt.Sprint(refs), fmt.Sprintf("[map[group:gateway.networking.k8s.io kind:%s name:%s]]", kind, target); got != want {
 		t.Errorf("SecurityPolicy targetRefs %s, want %s", got, want)
@@ -240,7 +240,7 @@ func checkSecurityPolicy(t *testing.T, r *attachRig, policy, kind, target string
 
 func checkAuthorizationPolicy(t *testing.T, r *attachRig, policy, gateway string) {
 	t.Helper()
-	u := dataPlaneObject(t, r, controller.AuthorizationPolicyGVK, policy)
+	u := dataPlaneObject(t, r, gatewayapi.AuthorizationPolicyGVK, policy)
 	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "targetRefs")
 	action, _, _ := unstructured.NestedString(u.Object, "spec", "action")
 	provider, _, _ := unstructured.NestedString(u.Object, "spec", "provider", "name")
@@ -284,7 +284,7 @@ func TestAttachWritesOnlyItsNamespace(t *testing.T) {
 	wait.Consistently(t, 2*time.Second, "no AuthorizationPolicy anywhere", func() error {
 		for _, ns := range []string{r.ns, infra.ns} {
 			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(controller.AuthorizationPolicyGVK.GroupVersion().WithKind("AuthorizationPolicyList"))
+			list.SetGroupVersionKind(gatewayapi.AuthorizationPolicyGVK.GroupVersion().WithKind("AuthorizationPolicyList"))
 			if err := r.c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 				return err
 			}

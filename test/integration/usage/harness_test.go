@@ -24,8 +24,8 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/httpcheck"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
@@ -100,7 +100,7 @@ func (r *rig) client(t *testing.T) *http.Client {
 
 // read asks the usage API for ns/policy's usage by identity with token ("" sends none); it
 // returns the status and the decoded answer (or the error body).
-func (r *rig) read(t *testing.T, token, ns, policy, identity string) (int, httpcheck.Response, string) {
+func (r *rig) read(t *testing.T, token, ns, policy, identity string) (int, checkwire.Response, string) {
 	t.Helper()
 	u := fmt.Sprintf("%s/v1/namespaces/%s/ratelimitpolicies/%s/usage?identity=%s", r.url, ns, policy, url.QueryEscape(identity))
 	req, err := http.NewRequest(http.MethodGet, u, nil)
@@ -119,7 +119,7 @@ func (r *rig) read(t *testing.T, token, ns, policy, identity string) (int, httpc
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatalf("GET %s: %d, body: %v", u, resp.StatusCode, err)
 	}
-	var out httpcheck.Response
+	var out checkwire.Response
 	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests {
 		if err := json.Unmarshal(body, &out); err != nil {
 			t.Fatal(err)

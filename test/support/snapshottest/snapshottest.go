@@ -1,6 +1,6 @@
 // Package snapshottest (import path test/support/snapshot; the name does not shadow
 // internal/snapshot) builds snapshot documents exactly as the controller publishes them
-// (controller.SnapshotOf: defaults, compile, scripts, seal), for the tests of their readers.
+// (publishing.SnapshotOf: defaults, compile, scripts, seal), for the tests of their readers.
 package snapshottest
 
 import (
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/controller"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/controller/publishing"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/policy"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
@@ -34,7 +34,7 @@ func BuildFor(t testing.TB, namespace string, redis snapshot.Redis, policies ...
 		items[i] = *p.DeepCopy()
 		items[i].Namespace = namespace
 	}
-	s, _, err := controller.SnapshotOf(namespace, redis, items)
+	s, _, err := publishing.SnapshotOf(namespace, redis, items)
 	if err != nil {
 		t.Fatalf("build snapshot: %v", err)
 	}
@@ -79,7 +79,7 @@ func DocumentFor(t testing.TB, namespace string, redis snapshot.Redis, policies 
 }
 
 // WithOverrides attaches overrides to s as the controller publishes them
-// (controller.AttachOverrides, at now) and reseals it; an override the controller would
+// (publishing.AttachOverrides, at now) and reseals it; an override the controller would
 // leave out fails the test.
 func WithOverrides(t testing.TB, s *snapshot.Snapshot, overrides ...*v1alpha1.RateLimitOverride) *snapshot.Snapshot {
 	t.Helper()
@@ -88,7 +88,7 @@ func WithOverrides(t testing.TB, s *snapshot.Snapshot, overrides ...*v1alpha1.Ra
 		items[i] = *o.DeepCopy()
 		items[i].Namespace = s.Namespace
 	}
-	verdicts, _, err := controller.AttachOverrides(s, items, time.Now())
+	verdicts, _, err := publishing.AttachOverrides(s, items, time.Now())
 	if err != nil {
 		t.Fatalf("attach overrides: %v", err)
 	}
