@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts/loader"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/benchredis"
 	"github.com/ratelimit-dev/ratelimit-operator/test/bench/internal/load"
 )
@@ -103,7 +105,9 @@ func measureFunctionsLimiter(ctx context.Context, c config, rdb *redis.Client) (
 	if err != nil {
 		return res, err
 	}
-	if err := rdb.FunctionLoadReplace(ctx, on.Script().Library()).Err(); err != nil {
+	// Every library, as the manager loads them: the limiter calls more than the policy's one
+	// check script (shared checks, leases), and a missing function is a decision without Redis.
+	if err := (&loader.ScriptLoader{Client: rdb, Functions: true, Log: logr.Discard()}).Ensure(ctx); err != nil {
 		return res, fmt.Errorf("function load: %w", err)
 	}
 	short := c
