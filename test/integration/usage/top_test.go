@@ -16,7 +16,7 @@ import (
 // TestUsageTopUnderRBAC: in namespace A alice has spent her 5 per minute (and been denied),
 // bob 2 and 20 others 1 each. A reader of A's usage gets the overview: 22 callers, 1 denied
 // (a share of 1/22), alice first by hash with 5 of 5 used, then bob; n=1 shows alice alone,
-// max=5 reads 5 callers and says truncated. A reader of B is refused (403), and nothing read
+// max=5 reads about 5 callers and says truncated. A reader of B is refused (403), and nothing read
 // spent anything: bob still gets his 3 more (4 if a token refilled meanwhile).
 func TestUsageTopUnderRBAC(t *testing.T) {
 	r := startRig(t)
@@ -32,8 +32,10 @@ func TestUsageTopUnderRBAC(t *testing.T) {
 	readerB := r.serviceAccount(t, b, "reader", usageRule("get"))
 
 	requireTopOfA(t, r, reader, a)
-	if code, got, raw := r.top(t, reader, a, "?n=1&max=5"); code != http.StatusOK || len(got.Top) != 1 || got.Callers != 5 || !got.Truncated {
-		t.Fatalf("top n=1 max=5: %d %s", code, raw)
+	// max bounds the callers read to about 5: a SCAN step returns whole hash-table buckets, so
+	// a few more than asked may come back (never a whole second step's worth).
+	if code, got, raw := r.top(t, reader, a, "?n=1&max=5"); code != http.StatusOK || len(got.Top) != 1 || got.Callers < 5 || got.Callers > 8 || !got.Truncated {
+		t.Fatalf("top n=1 max=5: %d %s, want one ranked of 5 to 8 callers read, truncated", code, raw)
 	}
 	if code, _, raw := r.top(t, reader, a, "?n=1000"); code != http.StatusBadRequest || !strings.Contains(raw, "n:") {
 		t.Fatalf("n=1000: %d %s, want 400 naming n", code, raw)
