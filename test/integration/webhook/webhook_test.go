@@ -393,33 +393,57 @@ func TestSamplesAcceptedThroughWebhook(t *testing.T) {
 
 // TestUndecodableDurationNamesField: a duration Go cannot parse (`1y`) is refused on its
 // field, by the first webhook that sees it (the mutating one, which runs before the schema),
-// instead of a decoding error that names no field.
+// instead of a decoding error that names no field. Every duration field of the API is
+// listed: a tier's period, the slot TTL and the settle timeout were once missed.
 func TestUndecodableDurationNamesField(t *testing.T) {
 	e := suite.Env(t)
 	ns := kube.NewNamespace(t, e, "wh-")
 	c, _ := kube.NewWarningClient(t, e)
 	for path, value := range map[string]any{
-		"spec.limits[0].period": "1y",
-		"spec.keyLayout.ttl":    "forever-ish",
-		"spec.idempotency.ttl":  float64(60),
+		"spec.limits[0].period":          "1y",
+		"spec.keyLayout.ttl":             "forever-ish",
+		"spec.idempotency.ttl":           float64(60),
+		"spec.tiers[0].limits[0].period": "1 minute",
+		"spec.concurrency.slotTTL":       "1d",
+		"spec.cost.settle.timeout":       "soon",
 	} {
 		t.Run(path, func(t *testing.T) {
 			p := basePolicy(ns, "bad-duration")
 			p.Spec.Idempotency = &policyv1alpha1.Idempotency{TTL: metav1.Duration{Duration: time.Minute}}
 			u := toUnstructured(t, p)
-			spec := u.Object["spec"].(map[string]any)
-			switch path {
-			case "spec.limits[0].period":
-				spec["limits"].([]any)[0].(map[string]any)["period"] = value
-			case "spec.keyLayout.ttl":
-				spec["keyLayout"] = map[string]any{"ttl": value}
-			default:
-				spec["idempotency"].(map[string]any)["ttl"] = value
-			}
+			setPath(u.Object, path, value)
 			err := c.Create(context.Background(), u)
 			assertFieldCause(t, err, path, "duration")
 			assertNotFound(t, c, ns, p.Name)
 		})
+	}
+}
+
+// setPath sets value at path ("spec.a[0].b"), making the objects and one-item lists on the
+// way that are missing.
+func setPath(obj map[string]any, path string, value any) {
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		name, indexed := strings.CutSuffix(part, "[0]")
+		if i == len(parts)-1 {
+			obj[name] = value
+			return
+		}
+		if !indexed {
+			next, ok := obj[name].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				obj[name] = next
+			}
+			obj = next
+			continue
+		}
+		list, _ := obj[name].([]any)
+		if len(list) == 0 {
+			list = []any{map[string]any{}}
+			obj[name] = list
+		}
+		obj = list[0].(map[string]any)
 	}
 }
 
