@@ -69,6 +69,7 @@ you may update ratelimitpolicies/usage there.`,
 	}
 	conn.addFlags(root)
 	root.AddCommand(newUsageCommand(conn), newTopCommand(conn),
-		newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn))
+		newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn),
+		newLintCommand(conn))
 	return root
 }

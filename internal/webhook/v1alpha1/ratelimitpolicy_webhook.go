@@ -26,14 +26,14 @@ const (
 
 // SetupRateLimitPolicyWebhookWithManager registers the defaulting and validating webhooks
 // with the installation's rules (the controller holds the same), each behind a guard that
-// names the field of a duration it cannot decode.
+// names the field of a value it cannot decode.
 func SetupRateLimitPolicyWebhookWithManager(mgr ctrl.Manager, rules policy.Rules) error {
 	srv := mgr.GetWebhookServer()
 	for path, wh := range map[string]*admission.Webhook{
 		MutatePath:   admission.WithDefaulter(mgr.GetScheme(), &Defaulter{Rules: rules}),
 		ValidatePath: admission.WithValidator(mgr.GetScheme(), &Validator{Rules: rules}),
 	} {
-		wh.Handler = durationGuard{next: wh.Handler}
+		wh.Handler = decodeGuard{next: wh.Handler}
 		wh.LogConstructor = logConstructor
 		srv.Register(path, wh)
 	}

@@ -394,7 +394,8 @@ func TestSamplesAcceptedThroughWebhook(t *testing.T) {
 // TestUndecodableDurationNamesField: a duration Go cannot parse (`1y`) is refused on its
 // field, by the first webhook that sees it (the mutating one, which runs before the schema),
 // instead of a decoding error that names no field. Every duration field of the API is
-// listed: a tier's period, the slot TTL and the settle timeout were once missed.
+// listed: a tier's period, the slot TTL and the settle timeout were once missed. So is a
+// value of the wrong JSON type (a string where an integer goes), once a bare decoding error.
 func TestUndecodableDurationNamesField(t *testing.T) {
 	e := suite.Env(t)
 	ns := kube.NewNamespace(t, e, "wh-")
@@ -406,6 +407,8 @@ func TestUndecodableDurationNamesField(t *testing.T) {
 		"spec.tiers[0].limits[0].period": "1 minute",
 		"spec.concurrency.slotTTL":       "1d",
 		"spec.cost.settle.timeout":       "soon",
+		"spec.limits[0].requests":        "twenty",
+		"spec.tiers[0].limits[0].burst":  float64(1 << 63),
 	} {
 		t.Run(path, func(t *testing.T) {
 			p := basePolicy(ns, "bad-duration")
@@ -413,7 +416,11 @@ func TestUndecodableDurationNamesField(t *testing.T) {
 			u := toUnstructured(t, p)
 			setPath(u.Object, path, value)
 			err := c.Create(context.Background(), u)
-			assertFieldCause(t, err, path, "duration")
+			frag := "duration"
+			if _, number := value.(float64); strings.HasSuffix(path, "requests") || strings.HasSuffix(path, "burst") && number {
+				frag = "integer"
+			}
+			assertFieldCause(t, err, path, frag)
 			assertNotFound(t, c, ns, p.Name)
 		})
 	}
