@@ -70,6 +70,6 @@ you may update ratelimitpolicies/usage there.`,
 	conn.addFlags(root)
 	root.AddCommand(newUsageCommand(conn), newTopCommand(conn),
 		newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn),
-		newLintCommand(conn))
+		newLintCommand(conn), newExplainCommand(conn))
 	return root
 }
