@@ -6,10 +6,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 )
 
-// FunctionPrefix begins the name of every Redis function library (and function) the
-// limiter's scripts are loaded as.
-const FunctionPrefix = scripts.FunctionPrefix
-
 // Script is one of the scripts Redis runs (internal/scripts), with how the limiter calls it:
 // EVALSHA (EVAL after NOSCRIPT), or, for its function flavour, FCALL (FCALL_RO for one that
 // writes nothing) of the function the manager loaded, never EVAL.
@@ -94,18 +90,11 @@ func family(f scripts.Family) []*Script {
 // Scripts returns every body's check script.
 func Scripts() []*Script { return family(scripts.Check) }
 
-// LeaseScripts returns every body's lease script (the local tier).
-func LeaseScripts() []*Script { return family(scripts.Lease) }
-
 // PeekScripts returns every body's peek script (a check that writes nothing).
 func PeekScripts() []*Script { return family(scripts.Peek) }
 
 // AdjustScripts returns every body's adjustment script (reset, refund, grant, settle).
 func AdjustScripts() []*Script { return family(scripts.Adjust) }
-
-// SlotScripts returns every body's acquire script (a check that takes a concurrency slot),
-// and the release script.
-func SlotScripts() []*Script { return append(family(scripts.Acquire), releaseScript) }
 
 // AllScripts is every script Redis runs, sorted by name, for preloading with SCRIPT LOAD or,
 // as a function library each (Library), with FUNCTION LOAD.

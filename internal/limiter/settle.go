@@ -118,7 +118,7 @@ func (l *Limiter) Reserve(ctx context.Context, p *Policy, identity string, cost 
 	}
 	args := []any{strconv.FormatInt(cost, 10), strconv.FormatInt(max(0, since.Microseconds()), 10),
 		strconv.FormatInt(p.Settle.Milliseconds(), 10)}
-	v, err := evalOne(ctx, l.rdb, s, []string{p.settleRecordKey(identity, id)}, args)
+	v, err := evalOne(ctx, l.rdb, s, []string{settleRecordKey(p.Keys(identity, "")[0], id)}, args)
 	if err != nil {
 		return "", fmt.Errorf("reserve on policy %s/%s: %w", p.Namespace, p.Name, err)
 	}
@@ -128,10 +128,11 @@ func (l *Limiter) Reserve(ctx context.Context, p *Policy, identity string, cost 
 	return id, nil
 }
 
-// settleRecordKey is the record of identity's reservation id under p: its first state key
-// (so the same hash tag, within the policy's key scope), ":settle:", the id.
-func (p *Policy) settleRecordKey(identity, id string) string {
-	return p.Keys(identity, "")[0] + ":settle:" + id
+// settleRecordKey is the record of reservation id: stateKey, the first state key of the
+// caller under the policy (so the same hash tag, within the policy's key scope), then
+// ":settle:", then the id.
+func settleRecordKey(stateKey, id string) string {
+	return stateKey + ":settle:" + id
 }
 
 // Settle settles s on p atomically, in one script call that consumes the reservation s
@@ -151,7 +152,7 @@ func (l *Limiter) Settle(ctx context.Context, p *Policy, s Settlement) (Settled,
 		return Settled{}, fmt.Errorf("policy %s/%s settles no cost", p.Namespace, p.Name)
 	}
 	keys := p.Keys(s.Identity, "")
-	keys = append(keys, keys[0]+":settle:"+s.Reservation)
+	keys = append(keys, settleRecordKey(keys[0], s.Reservation))
 	a := Adjustment{Op: opSettle, Identity: s.Identity, Amount: s.Cost, RequestID: s.Reservation}
 	v, err := l.runAdjust(ctx, p, keys, a, SettledRecordTTL)
 	if err != nil {

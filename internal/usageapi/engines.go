@@ -27,15 +27,6 @@ type Redises interface {
 	ClientFor(ctx context.Context, ns string) (name string, c redis.UniversalClient, err error)
 }
 
-// OneRedis is the Redises of a manager with one Redis, c.
-func OneRedis(c redis.UniversalClient) Redises { return oneRedis{c} }
-
-type oneRedis struct{ c redis.UniversalClient }
-
-func (o oneRedis) ClientFor(context.Context, string) (string, redis.UniversalClient, error) {
-	return "", o.c, nil
-}
-
 // Limiters are the usage API's limiters, one per Redis: built when a namespace on that
 // Redis is first read, and again when its client changes (a RedisBackend edited). Safe for
 // concurrent use.

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisacl"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/redisconn"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/scripts"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -55,7 +56,7 @@ func (r *tenantRedis) functionsEverywhere(ctx context.Context) error {
 		if role, err := n.Client().Do(ctx, "ROLE").Slice(); err != nil || len(role) == 0 || role[0] != "master" {
 			continue
 		}
-		libs, err := n.Client().FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: limiter.FunctionPrefix + "*"}).Result()
+		libs, err := n.Client().FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.FunctionPrefix + "*"}).Result()
 		if err != nil {
 			return fmt.Errorf("%s: FUNCTION LIST: %w", n.Addr(), err)
 		}
