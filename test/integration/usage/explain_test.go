@@ -1,8 +1,6 @@
 package usage
 
 import (
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 )
 
 // TestExplainAsAUserRunsIt: `kubectl ratelimit explain`, the binary run with a kubeconfig
@@ -33,22 +30,7 @@ func TestExplainAsAUserRunsIt(t *testing.T) {
 	if err := kube.WriteTokenKubeconfig(r.env.Config, kubeconfig, r.serviceAccount(t, a, "support", usageRule("get"), snapshotRule), a); err != nil {
 		t.Fatal(err)
 	}
-	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
-	run := func(args ...string) (string, int) {
-		t.Helper()
-		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig, "--server", r.url,
-			"--certificate-authority", r.caFile, "explain", "--host", "shop.example"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return string(out), 0
-		case errors.As(err, &exit):
-			return string(out), exit.ExitCode()
-		}
-		t.Fatalf("run %v: %v", args, err)
-		return "", -1
-	}
+	run := r.plugin(t, &kubeconfig, "explain", "--host", "shop.example")
 	out, code := run("--path", "/api/orders?x=1", "-H", "X-API-Key: alice")
 	t.Logf("kubectl ratelimit explain (alice):\n%s", out)
 	if code != 0 || !hasRow(out, "orders", "alice", "default", "1", "per-minute", "5/1m0s") ||

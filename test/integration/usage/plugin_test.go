@@ -27,22 +27,7 @@ func TestPluginAsAUserRunsIt(t *testing.T) {
 	if err := kube.WriteTokenKubeconfig(r.env.Config, kubeconfig, r.serviceAccount(t, a, "support", usageRule("get")), a); err != nil {
 		t.Fatal(err)
 	}
-	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
-	run := func(args ...string) (string, int) {
-		t.Helper()
-		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig, "--server", r.url,
-			"--certificate-authority", r.caFile}, args...)...)
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return string(out), 0
-		case errors.As(err, &exit):
-			return string(out), exit.ExitCode()
-		}
-		t.Fatalf("run %v: %v", args, err)
-		return "", -1
-	}
+	run := r.plugin(t, &kubeconfig)
 	out, code := run("usage", "orders", "alice")
 	t.Logf("kubectl ratelimit usage orders alice (namespace %s from the kubeconfig):\n%s", a, out)
 	if code != 0 || !kube.ContainsAll(out, []string{"orders", "alice", "denied", "per-minute"}) || !hasRow(out, "per-minute", "5", "5", "0") {
@@ -91,4 +76,26 @@ func hasRow(out string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// plugin builds the kubectl-ratelimit binary and returns a runner of it as a user with the
+// kubeconfig *kubeconfig (read at each run), pointed at the rig's usage API: its combined
+// output and exit status.
+func (r *rig) plugin(t *testing.T, kubeconfig *string, fixed ...string) func(args ...string) (string, int) {
+	t.Helper()
+	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
+	return func(args ...string) (string, int) {
+		t.Helper()
+		all := append([]string{"--kubeconfig", *kubeconfig, "--server", r.url, "--certificate-authority", r.caFile}, fixed...)
+		out, err := exec.Command(plugin, append(all, args...)...).CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), 0
+		case errors.As(err, &exit):
+			return string(out), exit.ExitCode()
+		}
+		t.Fatalf("run %v: %v", args, err)
+		return "", -1
+	}
 }
