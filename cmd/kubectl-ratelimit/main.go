@@ -10,8 +10,13 @@
 // credential plugin), which the usage server checks with a TokenReview and authorizes with a
 // SubjectAccessReview; --token sends another. Client certificates are never sent to it.
 //
+// Two subcommands need no usage server: lint checks policy files offline as the cluster would
+// admit them (internal/lint), and explain reads the namespace's snapshot with the kubeconfig
+// and plans a request on it as a sidecar would (peeking through the usage server when one is
+// given).
+//
 // Each kind of subcommand is one file (usage.go; top.go; adjust.go for reset, grant and
-// refund); the flags, the HTTP client and the credentials all subcommands share are in
+// refund; lint.go; explain.go); the flags, the HTTP client and the credentials all subcommands share are in
 // client.go and auth.go, the wire format in wire.go (and internal/usage).
 package main
 
@@ -53,7 +58,7 @@ func newRootCommand() *cobra.Command {
 	conn := &connectionOptions{}
 	root := &cobra.Command{
 		Use:   "kubectl-ratelimit",
-		Short: "Read and change rate-limit usage through the ratelimit-operator's usage server",
+		Short: "Read and change rate-limit usage, explain which policies judge a request, lint policy files",
 		Long: `Read rate-limit usage through the ratelimit-operator's usage server: a caller's (usage), or
 the callers of a policy under the most pressure (top); and change a caller's counters (reset,
 grant, refund).
@@ -61,7 +66,11 @@ grant, refund).
 The usage server authenticates you with the bearer token of your kubeconfig's user (a static
 token, a token file or an exec credential plugin) or the one given with --token. It lets you
 read a namespace's usage when you may get ratelimitpolicies/usage there, and change it when
-you may update ratelimitpolicies/usage there.`,
+you may update ratelimitpolicies/usage there.
+
+Explain which policies match a request, as whom and under which limits (explain: reads the
+namespace's snapshot ConfigMap with your kubeconfig), and check policy files offline as the
+cluster would admit them (lint).`,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl ratelimit"},
 		SilenceErrors:     true,
 		SilenceUsage:      true,
