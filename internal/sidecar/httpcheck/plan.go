@@ -1,11 +1,11 @@
 package httpcheck
 
 import (
+	"context"
+	"io"
 	"net/http"
 
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
 )
 
@@ -49,28 +49,21 @@ type PlanHandler struct {
 
 // ServeHTTP answers one plan question.
 func (h *PlanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
-		return
-	}
-	req, status, err := readRequest(r.Body)
+	servePOST(w, r, h.plan)
+}
+
+// plan decodes one check body and answers the tier and limits it would run against.
+func (h *PlanHandler) plan(_ context.Context, body io.Reader) (PlanResponse, int, error) {
+	req, status, err := readRequest(body)
 	if err != nil {
-		jsonreply.Error(w, status, err.Error())
-		return
+		return PlanResponse{}, status, err
 	}
-	set, err := h.Engine.Snapshot()
+	set, rule, c, status, err := checkOn(h.Engine, &req)
 	if err != nil {
-		jsonreply.Error(w, http.StatusServiceUnavailable, err.Error())
-		return
+		return PlanResponse{}, status, err
 	}
-	rule, c, status, err := checkwire.CheckOf(set, &req)
-	if err != nil {
-		jsonreply.Error(w, status, err.Error())
-		return
-	}
-	jsonreply.Write(w, http.StatusOK, PlanResponse{Policy: rule.Name(), Tier: c.Tier.Name,
-		Limits: planLimits(c.Tier.Limits), SnapshotVersion: set.Version})
+	return PlanResponse{Policy: rule.Name(), Tier: c.Tier.Name, Limits: planLimits(c.Tier.Limits),
+		SnapshotVersion: set.Version}, 0, nil
 }
 
 func planLimits(ls []snapshot.Limit) []PlanLimit {

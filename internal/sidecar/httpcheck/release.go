@@ -7,9 +7,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
 
 // ReleasePath is where the check API gives back a concurrency slot.
@@ -44,17 +42,7 @@ type ReleaseHandler struct {
 // the field at fault, 404 for an unknown policy, 503 when Redis did not answer (the slot
 // comes back when it expires; retry).
 func (h *ReleaseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
-		return
-	}
-	resp, status, err := h.release(r.Context(), r.Body)
-	if err != nil {
-		jsonreply.Error(w, status, err.Error())
-		return
-	}
-	jsonreply.Write(w, http.StatusOK, resp)
+	servePOST(w, r, h.release)
 }
 
 // release decodes and applies one release body.
@@ -63,11 +51,7 @@ func (h *ReleaseHandler) release(ctx context.Context, body io.Reader) (ReleaseRe
 	if err != nil {
 		return ReleaseResponse{}, http.StatusBadRequest, err
 	}
-	set, err := h.Engine.Snapshot()
-	if err != nil {
-		return ReleaseResponse{}, http.StatusServiceUnavailable, err
-	}
-	rule, c, status, err := checkwire.CheckOf(set, req.check(0))
+	_, rule, c, status, err := checkOn(h.Engine, req.check(0))
 	if err != nil {
 		return ReleaseResponse{}, status, err
 	}

@@ -8,9 +8,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
-	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/jsonreply"
 )
 
 // SettlePath is where the check API settles a reservation.
@@ -69,17 +67,7 @@ type SettleHandler struct {
 // reservation settled before at another cost, 503 when Redis did not settle (the
 // reservation stands; retry).
 func (h *SettleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		jsonreply.Error(w, http.StatusMethodNotAllowed, "use POST")
-		return
-	}
-	resp, status, err := h.settle(r.Context(), r.Body)
-	if err != nil {
-		jsonreply.Error(w, status, err.Error())
-		return
-	}
-	jsonreply.Write(w, http.StatusOK, resp)
+	servePOST(w, r, h.settle)
 }
 
 // settle decodes and applies one settlement body.
@@ -88,11 +76,7 @@ func (h *SettleHandler) settle(ctx context.Context, body io.Reader) (SettleRespo
 	if err != nil {
 		return SettleResponse{}, http.StatusBadRequest, err
 	}
-	set, err := h.Engine.Snapshot()
-	if err != nil {
-		return SettleResponse{}, http.StatusServiceUnavailable, err
-	}
-	rule, c, status, err := checkwire.CheckOf(set, req.check(1))
+	_, rule, c, status, err := checkOn(h.Engine, req.check(1))
 	if err != nil {
 		return SettleResponse{}, status, fmt.Errorf("the check's fields: %w", err)
 	}
