@@ -17,9 +17,11 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# The release, recorded by the manager on the pods it injects (ratelimit.dev/sidecar-version).
+ARG VERSION=""
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/...
+    go build -trimpath -ldflags "-s -w -X main.buildVersion=${VERSION}" -o /out/ ./cmd/...
 
 FROM ${BASE_IMAGE}
 COPY --from=build /out/ /usr/local/bin/

@@ -6,6 +6,8 @@ SHELL := /usr/bin/env bash -o pipefail
 
 # Images and binaries.
 IMG ?= ratelimit-operator:dev
+# The release the manager reports (and records on the pods it injects): IMG's tag by default.
+VERSION ?= $(lastword $(subst :, ,$(IMG)))
 BIN ?= bin
 CONTAINER_TOOL ?= docker
 
@@ -129,7 +131,7 @@ docker-build: ## Build the container image (IMG) with CONTAINER_TOOL: docker, or
 ifneq ($(filter podman buildah,$(notdir $(CONTAINER_TOOL))),)
 	hack/cluster/images.sh base
 endif
-	$(CONTAINER_TOOL) $(CONTAINER_TOOL_FLAGS) build $(CONTAINER_BUILD_FLAGS) -t $(IMG) .
+	$(CONTAINER_TOOL) $(CONTAINER_TOOL_FLAGS) build $(CONTAINER_BUILD_FLAGS) --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 ##@ Dependencies
 

@@ -57,6 +57,7 @@ type options struct {
 	memory        memoryOptions
 	gateway       gatewayOptions
 	usage         usageOptions
+	injection     injectionOptions
 	zap           zap.Options
 }
 
@@ -93,6 +94,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.memory.bind(fs)
 	o.gateway.bind(fs)
 	o.usage.bind(fs)
+	o.injection.bind(fs)
 	o.zap.BindFlags(fs)
 }
 
@@ -120,6 +122,9 @@ func (o *options) validate() error {
 	}
 	if err := o.memory.validate(); err != nil {
 		return fmt.Errorf("redis memory flags: %w", err)
+	}
+	if err := o.injection.validate(o.webhooks); err != nil {
+		return fmt.Errorf("sidecar injection flags: %w", err)
 	}
 	return nil
 }
@@ -164,10 +169,8 @@ func run(o options) error {
 		return err
 	}
 	defer closeUsage()
-	if o.webhooks {
-		if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
-			return fmt.Errorf("set up webhooks: %w", err)
-		}
+	if err := o.setupWebhooks(mgr, rules); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
@@ -182,11 +185,24 @@ func run(o options) error {
 	}
 	log.Info("starting manager", "redisMode", o.redis.Mode, "redisAddrs", o.redis.Addrs,
 		"leaderElection", o.leaderElect, "metricsAddr", o.metricsAddr, "webhooks", o.webhooks,
-		"tenantUsers", o.tenancy.enabled, "memoryCheckInterval", o.memory.interval)
+		"tenantUsers", o.tenancy.enabled, "memoryCheckInterval", o.memory.interval,
+		"sidecarInjection", o.injection.enabled, "version", version())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
+}
+
+// setupWebhooks registers the RateLimitPolicy webhooks and, when enabled, sidecar
+// injection; nothing with --webhooks=false.
+func (o *options) setupWebhooks(mgr ctrl.Manager, rules policy.Rules) error {
+	if !o.webhooks {
+		return nil
+	}
+	if err := webhookv1alpha1.SetupRateLimitPolicyWebhookWithManager(mgr, rules); err != nil {
+		return fmt.Errorf("set up webhooks: %w", err)
+	}
+	return o.injection.setup(mgr)
 }
 
 // backendsConfig is the RedisBackends' settings; nil with --redis-backends=false. Their

@@ -82,7 +82,9 @@ is left out so the binary's default applies. */}}
 {{- with $v.webhook.host }}{{ $a = append $a (printf "--webhook-host=%s" .) }}{{ end -}}
 {{- $a = append $a (printf "--webhook-port=%v" $v.webhook.port) -}}
 {{- $a = append $a (printf "--webhook-cert-dir=%s" $v.webhook.certDir) -}}
+{{- if $v.sidecarInjection.enabled }}{{ $a = concat $a (include "ratelimit-operator.injectionArgs" . | fromYamlArray) }}{{ end -}}
 {{- else -}}
+{{- if $v.sidecarInjection.enabled }}{{ fail "sidecarInjection.enabled needs webhook.enabled: the injection webhook is served by the webhook server" }}{{ end -}}
 {{- $a = append $a "--webhooks=false" -}}
 {{- end -}}
 {{- $a = append $a (printf "--redis-mode=%s" $v.redis.mode) -}}

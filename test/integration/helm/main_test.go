@@ -7,20 +7,16 @@
 package helm_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/pinnedmod"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 )
 
@@ -47,7 +43,7 @@ var helm struct {
 }
 
 func TestMain(m *testing.M) {
-	helm.path, helm.err = helmBinary()
+	helm.path, helm.err = manifests.HelmBinary()
 	if helm.err != nil {
 		fmt.Fprintf(os.Stderr, "helm: %v\n", helm.err)
 	}
@@ -68,29 +64,6 @@ func externalCRDPaths() ([]string, error) {
 		}
 	}
 	return paths, nil
-}
-
-// helmBinary is $HELM when set, else the helm pinned in hack/tools/go.mod, built (once; then
-// cached by the go command) with `go tool -n`.
-func helmBinary() (string, error) {
-	if h := os.Getenv("HELM"); h != "" {
-		return h, nil
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("go not found to build the pinned helm: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "tool", "-modfile=hack/tools/go.mod", "-n", "helm")
-	cmd.Dir = kube.RepoRoot()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go tool -modfile=hack/tools/go.mod -n helm: %w\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // helmPath is the helm binary; without one the test fails under CI=true and skips elsewhere.

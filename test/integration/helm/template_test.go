@@ -40,14 +40,16 @@ func TestLint(t *testing.T) {
 // values.schema.json, naming the value, instead of being ignored.
 func TestSchemaRefusesTypos(t *testing.T) {
 	for set, want := range map[string]string{
-		"redis.adress=x":                       "adress", //nolint:misspell // the misspelling is the point
-		"webhook.certManager.enable=true":      "enable",
-		"metrics.serviceMonitor.enabeld=true":  "enabeld",
-		"sharedService.namespace={a}":          "namespace",
-		"redis.mode=clustered":                 "mode",
-		"leaderElection.leaseDuration=fifteen": "leaseDuration",
-		"webhook.port=70000":                   "port",
-		"typo=1":                               "typo",
+		"redis.adress=x":                        "adress", //nolint:misspell // the misspelling is the point
+		"webhook.certManager.enable=true":       "enable",
+		"metrics.serviceMonitor.enabeld=true":   "enabeld",
+		"sharedService.namespace={a}":           "namespace",
+		"redis.mode=clustered":                  "mode",
+		"leaderElection.leaseDuration=fifteen":  "leaseDuration",
+		"webhook.port=70000":                    "port",
+		"typo=1":                                "typo",
+		"sidecarInjection.maxCPU=1":             "maxCPU",
+		"sidecarInjection.pullPolicy=Sometimes": "pullPolicy",
 	} {
 		out, err := template(t, nil, set)
 		if err == nil {

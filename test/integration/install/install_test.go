@@ -55,6 +55,7 @@ const (
 var (
 	sidecarDir    = filepath.Join("config", "sidecar")
 	exampleAppDir = filepath.Join("config", "samples", "example-app")
+	injectedDir   = filepath.Join("config", "samples", "example-app-injected")
 	envoyDir      = filepath.Join("config", "samples", "envoy")
 )
 
@@ -648,8 +649,8 @@ func expectLoad(t *testing.T, sink *recordingSink, want string) {
 	}
 }
 
-// TestInstallSamplesServerSideApply applies config/sidecar, config/samples/example-app and
-// config/samples/envoy into a namespace that enforces and warns about the restricted Pod
+// TestInstallSamplesServerSideApply applies config/sidecar, config/samples/example-app,
+// config/samples/example-app-injected (before injection) and config/samples/envoy into a namespace that enforces and warns about the restricted Pod
 // Security level: the API server accepts everything without a warning (so the pods are
 // admitted, and the webhook has nothing to say about the policies), and every container of
 // every Deployment is hardened, probed and sized.
@@ -657,7 +658,7 @@ func TestInstallSamplesServerSideApply(t *testing.T) {
 	e := suite.Env(t)
 	c, warnings := kube.NewWarningClient(t, e)
 	ns := restrictedNamespace(t, e)
-	for _, dir := range []string{sidecarDir, exampleAppDir, envoyDir} {
+	for _, dir := range []string{sidecarDir, exampleAppDir, injectedDir, envoyDir} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			r, objs := renderDir(t, dir)
 			for _, o := range objs {
