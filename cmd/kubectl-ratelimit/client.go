@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -80,6 +81,20 @@ func (o *connectionOptions) namespace() (string, error) {
 		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 	}
 	return ns, nil
+}
+
+// kubeClient is a client of the Kubernetes API as the kubeconfig's user, as kubectl is.
+func (o *connectionOptions) kubeClient() (kubernetes.Interface, error) {
+	cfg, err := o.kubeConfig().ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg.Timeout = requestTimeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
 }
 
 // usageClient calls the usage server as the caller.

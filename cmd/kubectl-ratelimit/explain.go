@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/requestread"
@@ -150,14 +149,9 @@ func (o *explainOptions) request() (*requestread.HTTPRequest, error) {
 
 // snapshot is namespace ns's published snapshot, compiled as its sidecars compile it.
 func (o *explainOptions) snapshot(ctx context.Context, ns string) (*engine.Set, error) {
-	cfg, err := o.conn.kubeConfig().ClientConfig()
+	cs, err := o.conn.kubeClient()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
-	}
-	cfg.Timeout = requestTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, snapshot.ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

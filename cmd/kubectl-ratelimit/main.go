@@ -79,6 +79,6 @@ cluster would admit them (lint).`,
 	conn.addFlags(root)
 	root.AddCommand(newUsageCommand(conn), newTopCommand(conn),
 		newResetCommand(conn), newGrantCommand(conn), newRefundCommand(conn),
-		newLintCommand(conn), newExplainCommand(conn))
+		newLintCommand(conn), newExplainCommand(conn), newSidecarsCommand(conn))
 	return root
 }

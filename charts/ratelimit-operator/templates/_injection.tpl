@@ -25,10 +25,13 @@ metadata:
   labels:
     {{- include "ratelimit-operator.labels" $root | nindent 4 }}
     app.kubernetes.io/component: sidecar-injection
-  {{- if $cm.enabled }}
   annotations:
+    {{- /* The image the webhook injects now: `kubectl ratelimit sidecars` compares each
+    injected Pod's sidecar with it. */}}
+    ratelimit.dev/sidecar-image: {{ default (include "ratelimit-operator.image" $root) $v.image | quote }}
+    {{- if $cm.enabled }}
     cert-manager.io/inject-ca-from: {{ $root.Release.Namespace }}/{{ include "ratelimit-operator.servingCert" $root }}
-  {{- end }}
+    {{- end }}
 webhooks:
 {{- toYaml (list $byNamespace $byPod) | nindent 0 }}
 {{- end }}
