@@ -56,7 +56,9 @@ func TestJourney(t *testing.T) {
 		{"metrics: a scraper's token is authorized through the Service", j.metrics},
 		{"samples applied: Ready; a bad policy refused by the webhook", j.samples},
 		{"example app: 200 × limit, then 429 with RateLimit headers", j.exampleApp},
+		{"injected example app: one label and annotation, 200 × limit, then 429", j.injectedApp},
 		{"policy edit reaches running sidecars", j.policyEdit},
+		{"manager down: an opted-in pod waits for it, other pods are created", j.managerDown},
 		{"calendar quota: Retry-After to the next local midnight", j.calendarQuota},
 		{"usage: support reads the quota's caller with kubectl ratelimit and grants it 1, under RBAC", j.usage},
 		{"shared service answers forward auth for a gateway pod", j.sharedService},
@@ -64,6 +66,7 @@ func TestJourney(t *testing.T) {
 		{"leader manager pod deleted: the other replica takes over", j.leaderHandover},
 		{"rollout restart: no request answered wrongly", j.rolloutRestart},
 		{"helm upgrade to a new image tag", j.upgrade},
+		{"after the upgrade: kubectl ratelimit sidecars shows the pods to roll", j.sidecarsAfterUpgrade},
 		{"tenant mode: the namespace's own Redis user", j.tenancy},
 		{"helm uninstall: CRD and policies remain", j.uninstall},
 	}
@@ -72,7 +75,7 @@ func TestJourney(t *testing.T) {
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.fn) {
-			dump(t, c, system, fileNS, watchNS, samples, gateway)
+			dump(t, c, system, fileNS, watchNS, injectNS, samples, gateway)
 			return
 		}
 	}
@@ -185,6 +188,7 @@ func (j *journey) install(t *testing.T) {
 	ctx := wait.Context(t, 6*time.Minute)
 	if _, err := c.Helm(ctx, "install", release, "charts/ratelimit-operator", "--namespace", system,
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "replicaCount=2",
+		"--set", "sidecarInjection.enabled=true",
 		"--wait", "--timeout", "5m"); err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +406,11 @@ func (j *journey) exampleApp(t *testing.T) {
 }
 
 func mode(ns string) string {
-	if ns == watchNS {
+	switch ns {
+	case watchNS:
 		return "API watch"
+	case injectNS:
+		return "injected, mounted ConfigMap"
 	}
 	return "mounted ConfigMap"
 }
@@ -414,10 +421,10 @@ func (j *journey) policyEdit(t *testing.T) {
 	c := j.c
 	patch := `[{"op":"replace","path":"/spec/limits/0/requests","value":3}]`
 	t0 := time.Now()
-	for _, ns := range []string{watchNS, fileNS} {
+	for _, ns := range []string{watchNS, fileNS, injectNS} {
 		kc(t, c, "-n", ns, "patch", "rlp", "echo-per-api-key", "--type=json", "-p", patch)
 	}
-	for _, ns := range []string{watchNS, fileNS} {
+	for _, ns := range []string{watchNS, fileNS, injectNS} {
 		j.waitEnforced(t, ns, 3, 3*time.Minute)
 		measure(fmt.Sprintf("policy edit applied → enforced in the pods (%s)", mode(ns)), time.Since(t0))
 	}
@@ -912,7 +919,7 @@ func envOr(name, def string) string {
 // command does.
 func (j *journey) clean(t *testing.T) {
 	ctx := wait.Context(t, 5*time.Minute)
-	namespaces := []string{fileNS, watchNS, samples, gateway}
+	namespaces := []string{fileNS, watchNS, injectNS, samples, gateway}
 	_, _ = j.c.Kubectl(ctx, nil, append([]string{"delete", "namespace", "--ignore-not-found", "--wait=false"}, namespaces...)...)
 	for _, ns := range namespaces {
 		j.dropFinalizers(ctx, ns)
