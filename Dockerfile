@@ -15,6 +15,8 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
+# The CRDs: kubectl-ratelimit lint embeds them (config/crd/crd.go).
+COPY config/crd/ config/crd/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 # The release, recorded by the manager on the pods it injects (ratelimit.dev/sidecar-version).

@@ -23,7 +23,11 @@ func (d *demo) controlPlane(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	env, err := controlplane.Start(controlplane.WithWebhookConfigs, gatewayCRDs)
+	injection, err := withInjectionWebhook()
+	if err != nil {
+		return err
+	}
+	env, err := controlplane.Start(controlplane.WithWebhookConfigs, injection, gatewayCRDs)
 	if err != nil {
 		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
 	}
@@ -122,7 +126,8 @@ func (d *demo) startManager(ctx context.Context) error {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--webhook-host", w.LocalServingHost, "--webhook-port", strconv.Itoa(w.LocalServingPort),
 		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s",
-		"--usage-bind-address", d.addrs.usage, "--usage-cert-dir", filepath.Join(d.dir, "usage-tls"))
+		"--usage-bind-address", d.addrs.usage, "--usage-cert-dir", filepath.Join(d.dir, "usage-tls"),
+		"--sidecar-injection", "--sidecar-image", sidecarImage)
 	if err != nil {
 		return err
 	}

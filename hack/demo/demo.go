@@ -35,7 +35,7 @@ type addrs struct {
 	redis, proxy, check, grpc, forwardAuth, caddy, sidecarMetrics, managerProbes, upstream, usage string
 }
 
-const steps = 19
+const steps = 20
 
 func (d *demo) run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ratelimit-demo-")
@@ -45,7 +45,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.dir = dir
 	for _, s := range []func(context.Context) error{
 		d.controlPlane, d.startRedis, d.startManager, d.applySamples, d.startSidecar,
-		d.burst, d.plans, d.override, d.quota, d.usage, d.llm, d.gateway, d.gatewayAPI, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
+		d.burst, d.plans, d.override, d.quota, d.usage, d.injection, d.llm, d.gateway, d.gatewayAPI, d.badPolicy, d.crossNamespace, d.tenancy, d.editPolicy, d.killRedis,
 	} {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
