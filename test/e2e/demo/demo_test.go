@@ -37,6 +37,7 @@ func TestDemo(t *testing.T) {
 		"calendar quota: 3 of 5 admitted, Retry-After is the time to the 1st of next month in Berlin",
 		"usage: a support ServiceAccount with get on ratelimitpolicies/usage read quota-quinn's 3 of 3 used with kubectl ratelimit usage",
 		"grant: kubectl ratelimit grant gave quota-quinn 2 more this month, admitted exactly twice, recorded as an Event",
+		"sidecar injection: the example app's pod (label ratelimit.dev/inject=enabled, annotation ratelimit.dev/upstream-port) got the sidecar as a native sidecar proxying to its port",
 		"LLM budget: tokens settled from streamed answers (120, 270, 360 used, then the 700-token overrun charged past 1000), the next call refused",
 		"LLM concurrency: 2 in flight per key, the 3rd call at once refused, admitted again once they ended",
 		"gateway: the same policy through real Caddy with forward auth, 200 ×5 then 429",
