@@ -90,13 +90,17 @@ spec:
 func podCount(t *testing.T, j *journey, ns string) int {
 	t.Helper()
 	out := kc(t, j.c, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name=echo", "-o",
-		`jsonpath={range .items[?(!@.metadata.deletionTimestamp)]}{.spec.initContainers[0].name}{"\n"}{end}`)
+		`jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.spec.initContainers[0].name}{"\n"}{end}`)
 	n := 0
 	for _, l := range strings.Fields(out) {
-		if l != "ratelimit-sidecar" {
+		deleting, sidecar, _ := strings.Cut(l, "|")
+		switch {
+		case deleting != "":
+		case sidecar != "ratelimit-sidecar":
 			t.Fatalf("an echo pod of %s without the sidecar: %q", ns, out)
+		default:
+			n++
 		}
-		n++
 	}
 	return n
 }
