@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,8 +44,8 @@ func newExplainCommand(conn *connectionOptions) *cobra.Command {
 the live snapshot (the ConfigMap ratelimit-snapshot the operator publishes, read with your
 kubeconfig: you need get on that ConfigMap), the identity each reads from the request, the tier
 and limits that apply and the cost; then, for each, what a check would answer now (a peek
-through the usage server, as "kubectl ratelimit usage" asks; nothing is debited). Without a
-usage server (--server or $` + serverEnv + `), or with --no-peek, only the matching is shown.
+through the usage API, as "kubectl ratelimit usage" asks; nothing is debited). With --no-peek,
+or when the usage API cannot be asked, only the matching is shown (and why there is no peek).
 
 The request is matched and read exactly as a sidecar reads it (the same code): headers, the
 client address (--client-ip) for ClientIP identities, and tier conditions.`,
@@ -190,11 +189,8 @@ func (o *explainOptions) peek(ctx context.Context, ns string, matches []explaine
 		return
 	}
 	reason := ""
-	switch {
-	case o.noPeek:
+	if o.noPeek {
 		reason = "not asked (--no-peek)"
-	case o.conn.server == "" && os.Getenv(serverEnv) == "":
-		reason = "no usage server (--server or $" + serverEnv + ")"
 	}
 	var client *usageClient
 	if reason == "" {
@@ -209,7 +205,7 @@ func (o *explainOptions) peek(ctx context.Context, ns string, matches []explaine
 			m.PeekError = reason
 			continue
 		}
-		body, err := client.get(ctx, escapedPath("v1", "namespaces", ns, "ratelimitpolicies", m.Policy, "usage"),
+		body, err := client.get(ctx, escapedPath("namespaces", ns, "ratelimitpolicies", m.Policy, "usage"),
 			peekQuery(m), http.StatusOK, http.StatusTooManyRequests)
 		if err != nil {
 			m.PeekError = err.Error()
