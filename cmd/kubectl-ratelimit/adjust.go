@@ -178,7 +178,7 @@ func (o *adjustOptions) run(ctx context.Context, out, errOut io.Writer) error {
 		return err
 	}
 	body, err := client.post(ctx,
-		escapedPath("v1", "namespaces", ns, "ratelimitpolicies", o.policy, "usage", o.op.name), o.request())
+		escapedPath("namespaces", ns, "ratelimitpolicies", o.policy, "usage", o.op.name), o.request())
 	if err != nil {
 		if o.generated && outcomeUnknown(err) {
 			_, _ = fmt.Fprintln(errOut, requestIDLine(o.requestID))

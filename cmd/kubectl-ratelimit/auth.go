@@ -12,9 +12,9 @@ import (
 
 // errNoBearerToken says the caller has no bearer token to send: the kubeconfig's user
 // authenticates with a client certificate (or basic auth), which the usage server does not take.
-var errNoBearerToken = errors.New("the usage server authenticates bearer tokens, and the kubeconfig's user " +
-	"gives none (client certificates and basic auth are not sent to it): pass one with --token, " +
-	`e.g. --token "$(kubectl create token SERVICEACCOUNT -n NAMESPACE)"`)
+var errNoBearerToken = errors.New("called directly (--server), the usage server authenticates bearer tokens, and the kubeconfig's user " +
+	"gives none (client certificates and basic auth are not sent to it): leave out --server to go through the Kubernetes API server, " +
+	`which takes any credential, or pass a token with --token, e.g. --token "$(kubectl create token SERVICEACCOUNT -n NAMESPACE)"`)
 
 // authenticated wraps base so that each request carries the caller's bearer token: --token,
 // else the kubeconfig user's static token, token file or exec credential plugin (run, and its

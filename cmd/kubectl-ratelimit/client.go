@@ -35,8 +35,9 @@ const (
 	maxMessageBytes = 300
 )
 
-// connectionOptions are the flags every subcommand shares: where the usage server is, how
-// to trust its certificate, and whose credentials to send it.
+// connectionOptions are the flags every subcommand shares: the kubeconfig, and, to call the
+// usage server directly, where it is, how to trust its certificate, and whose credentials to
+// send it.
 type connectionOptions struct {
 	server     string
 	caFile     string
@@ -49,13 +50,14 @@ type connectionOptions struct {
 // addFlags registers the shared flags on the root command, for every subcommand.
 func (o *connectionOptions) addFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
-	f.StringVar(&o.server, "server", "", "`URL` of the operator's usage server (default $"+serverEnv+")")
+	f.StringVar(&o.server, "server", "",
+		"`URL` of the operator's usage server, to call it directly (default $"+serverEnv+"; unset: through the Kubernetes API server)")
 	f.StringVar(&o.caFile, "certificate-authority", "",
-		"PEM CA bundle `FILE` that signs the usage server's certificate (default: the system's roots)")
+		"PEM CA bundle `FILE` that signs the usage server's certificate with --server (default: the system's roots), else the API server's (as kubectl's)")
 	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", false,
-		"do not verify the usage server's certificate (loopback demos only)")
+		"do not verify the server's certificate (loopback demos only)")
 	f.StringVar(&o.token, "token", "",
-		"bearer `TOKEN` to send to the usage server instead of the kubeconfig user's credentials")
+		"bearer `TOKEN` to send instead of the kubeconfig user's credentials")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "`PATH` of the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
 	f.StringVar(&o.overrides.CurrentContext, "context", "", "the kubeconfig `CONTEXT` to use")
 	f.StringVarP(&o.overrides.Context.Namespace, "namespace", "n", "",
@@ -97,12 +99,19 @@ func (o *connectionOptions) kubeClient() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// usageClient calls the usage server as the caller.
+// usageClient calls the usage API as the caller.
 type usageClient struct {
-	// base is the server's URL, without a trailing slash.
+	// base is the URL the API's paths (namespaces/...) are below, without a trailing slash:
+	// the usage server's /v1, or the API server's /apis/usage.ratelimit.dev/v1alpha1.
 	base string
 	http *http.Client
+	// viaAPIServer says the Kubernetes API server answers first (and may refuse: its own
+	// authorization, a missing APIService, an unreachable usage server).
+	viaAPIServer bool
 }
+
+// directPrefix is the prefix of the usage server's own routes.
+const directPrefix = "/v1"
 
 // connect is the namespace to act in and a client of the usage server.
 func (o *connectionOptions) connect() (string, *usageClient, error) {
@@ -114,10 +123,24 @@ func (o *connectionOptions) connect() (string, *usageClient, error) {
 	return ns, client, err
 }
 
-// newClient is a client of the usage server named by --server or $RATELIMIT_USAGE_SERVER,
+// newClient is a client of the usage API: through the Kubernetes API server (apiServerClient)
+// unless --server or $RATELIMIT_USAGE_SERVER names the usage server to call directly
+// (directClient).
+func (o *connectionOptions) newClient() (*usageClient, error) {
+	if o.direct() {
+		return o.directClient()
+	}
+	return o.apiServerClient()
+}
+
+// direct reports whether the usage server is called directly: --server or
+// $RATELIMIT_USAGE_SERVER names it.
+func (o *connectionOptions) direct() bool { return o.server != "" || os.Getenv(serverEnv) != "" }
+
+// directClient is a client of the usage server named by --server or $RATELIMIT_USAGE_SERVER,
 // trusted as --certificate-authority / --insecure-skip-tls-verify say, sending the caller's
 // bearer token.
-func (o *connectionOptions) newClient() (*usageClient, error) {
+func (o *connectionOptions) directClient() (*usageClient, error) {
 	base, err := o.serverURL()
 	if err != nil {
 		return nil, err
@@ -130,7 +153,7 @@ func (o *connectionOptions) newClient() (*usageClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &usageClient{base: base, http: &http.Client{Transport: rt, Timeout: requestTimeout}}, nil
+	return &usageClient{base: base + directPrefix, http: &http.Client{Transport: rt, Timeout: requestTimeout}}, nil
 }
 
 // serverURL is the usage server's base URL. Plain http is allowed to loopback only: the
@@ -293,12 +316,12 @@ func (c *usageClient) do(req *http.Request, answers ...int) ([]byte, error) {
 		return nil, errNoBearerToken // before any connection: the URL adds nothing
 	}
 	if err != nil {
-		return nil, fmt.Errorf("calling the usage server: %w", err)
+		return nil, fmt.Errorf("calling the %s: %w", c.peer(), err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
 	if err != nil {
-		return nil, fmt.Errorf("reading the usage server's answer: %w", err)
+		return nil, fmt.Errorf("reading the %s's answer: %w", c.peer(), err)
 	}
 	for _, code := range answers {
 		if resp.StatusCode == code {
@@ -306,15 +329,32 @@ func (c *usageClient) do(req *http.Request, answers ...int) ([]byte, error) {
 		}
 	}
 	se := &statusError{code: resp.StatusCode, message: errorMessage(body)}
+	if c.viaAPIServer {
+		se.message = apiServerHint(resp.StatusCode, body, se.message)
+	}
 	se.retryAfter, se.hasRetryAfter = retryAfterOf(resp.Header)
 	return nil, se
 }
 
-// errorMessage is the message of an error body: its "error" field, else the body's text.
+// peer names whom the client calls.
+func (c *usageClient) peer() string {
+	if c.viaAPIServer {
+		return "Kubernetes API server"
+	}
+	return "usage server"
+}
+
+// errorMessage is the message of an error body: its "error" field (the usage server's), else
+// its "message" (a Kubernetes API Status), else the body's text.
 func errorMessage(body []byte) string {
 	var e errorBody
-	if err := json.Unmarshal(body, &e); err == nil && e.Error != "" {
-		return e.Error
+	if err := json.Unmarshal(body, &e); err == nil {
+		if e.Error != "" {
+			return e.Error
+		}
+		if e.Message != "" {
+			return e.Message
+		}
 	}
 	text := strings.TrimSpace(string(body))
 	if text == "" {

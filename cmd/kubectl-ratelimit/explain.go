@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +43,8 @@ func newExplainCommand(conn *connectionOptions) *cobra.Command {
 the live snapshot (the ConfigMap ratelimit-snapshot the operator publishes, read with your
 kubeconfig: you need get on that ConfigMap), the identity each reads from the request, the tier
 and limits that apply and the cost; then, for each, what a check would answer now (a peek
-through the usage server, as "kubectl ratelimit usage" asks; nothing is debited). Without a
-usage server (--server or $` + serverEnv + `), or with --no-peek, only the matching is shown.
+through the usage API, as "kubectl ratelimit usage" asks; nothing is debited). With --no-peek,
+or when the usage API cannot be asked, only the matching is shown (and why there is no peek).
 
 The request is matched and read exactly as a sidecar reads it (the same code): headers, the
 client address (--client-ip) for ClientIP identities, and tier conditions.`,
@@ -60,7 +59,7 @@ client address (--client-ip) for ClientIP identities, and tier conditions.`,
 	f.StringVar(&o.target, "path", "/", "the request's `PATH`, with its query if any")
 	f.StringArrayVarP(&o.headers, "header", "H", nil, "a request header, `'Name: value'` or Name=value; repeatable")
 	f.StringVar(&o.clientIP, "client-ip", "", "the client's `IP` address as the sidecar sees it (for ClientIP identities)")
-	f.BoolVar(&o.noPeek, "no-peek", false, "only match; do not ask the usage server what a check would answer")
+	f.BoolVar(&o.noPeek, "no-peek", false, "only match; do not ask the usage API what a check would answer")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	return cmd
 }
@@ -177,18 +176,15 @@ func describe(r *engine.Rule, c engine.Check) explained {
 		Cost: c.Cost, Limits: tier.Limits}
 }
 
-// peek asks the usage server what a check of each match would answer now, unless told not
-// to or none is configured; a failure is noted on the match, not fatal.
+// peek asks the usage API what a check of each match would answer now, unless told not to;
+// a failure is noted on the match, not fatal.
 func (o *explainOptions) peek(ctx context.Context, ns string, matches []explained) {
 	if len(matches) == 0 {
 		return
 	}
 	reason := ""
-	switch {
-	case o.noPeek:
+	if o.noPeek {
 		reason = "not asked (--no-peek)"
-	case o.conn.server == "" && os.Getenv(serverEnv) == "":
-		reason = "no usage server (--server or $" + serverEnv + ")"
 	}
 	var client *usageClient
 	if reason == "" {
@@ -203,7 +199,7 @@ func (o *explainOptions) peek(ctx context.Context, ns string, matches []explaine
 			m.PeekError = reason
 			continue
 		}
-		body, err := client.get(ctx, escapedPath("v1", "namespaces", ns, "ratelimitpolicies", m.Policy, "usage"),
+		body, err := client.get(ctx, escapedPath("namespaces", ns, "ratelimitpolicies", m.Policy, "usage"),
 			peekQuery(m), http.StatusOK, http.StatusTooManyRequests)
 		if err != nil {
 			m.PeekError = err.Error()

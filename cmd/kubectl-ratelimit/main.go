@@ -3,21 +3,26 @@
 // ratelimit-operator's usage server, and resets, grants or refunds a caller's counters
 // through it.
 //
-// The usage server is not the Kubernetes API server. The plugin finds it with --server (or
-// $RATELIMIT_USAGE_SERVER) and trusts its certificate through --certificate-authority (the
-// system's roots otherwise), never through the kubeconfig's cluster CA. It calls it as the
-// kubeconfig's user, with that user's bearer token (a static token, a token file or an exec
-// credential plugin), which the usage server checks with a TokenReview and authorizes with a
-// SubjectAccessReview; --token sends another. Client certificates are never sent to it.
+// By default the plugin reaches the usage server through the Kubernetes API server, as
+// kubectl top reaches metrics-server: the operator registers its usage API as the APIService
+// v1alpha1.usage.ratelimit.dev, and the plugin calls /apis/usage.ratelimit.dev/v1alpha1/...
+// with the kubeconfig's rest.Config, so every credential kubectl takes works (client
+// certificates, tokens, OIDC, exec plugins) and none is handed to the operator (apiserver.go).
+//
+// With --server (or $RATELIMIT_USAGE_SERVER) it calls the usage server directly instead,
+// trusting its certificate through --certificate-authority (the system's roots otherwise),
+// never through the kubeconfig's cluster CA, and sending the kubeconfig user's bearer token
+// (a static token, a token file or an exec credential plugin), which the usage server checks
+// with a TokenReview; --token sends another. Client certificates are never sent to it.
+// Either way the usage server authorizes with a SubjectAccessReview.
 //
 // Two subcommands need no usage server: lint checks policy files offline as the cluster would
 // admit them (internal/lint), and explain reads the namespace's snapshot with the kubeconfig
-// and plans a request on it as a sidecar would (peeking through the usage server when one is
-// given).
+// and plans a request on it as a sidecar would (then peeking through the usage API).
 //
 // Each kind of subcommand is one file (usage.go; top.go; adjust.go for reset, grant and
 // refund; lint.go; explain.go); the flags, the HTTP client and the credentials all subcommands share are in
-// client.go and auth.go, the wire format in wire.go (and internal/usage).
+// client.go, apiserver.go and auth.go, the wire format in wire.go (and internal/usage).
 package main
 
 import (
@@ -59,14 +64,22 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-ratelimit",
 		Short: "Read and change rate-limit usage, explain which policies judge a request, lint policy files",
-		Long: `Read rate-limit usage through the ratelimit-operator's usage server: a caller's (usage), or
+		Long: `Read rate-limit usage through the ratelimit-operator's usage API: a caller's (usage), or
 the callers of a policy under the most pressure (top); and change a caller's counters (reset,
 grant, refund).
 
-The usage server authenticates you with the bearer token of your kubeconfig's user (a static
-token, a token file or an exec credential plugin) or the one given with --token. It lets you
-read a namespace's usage when you may get ratelimitpolicies/usage there, and change it when
-you may update ratelimitpolicies/usage there.
+The usage API is reached through the Kubernetes API server (APIService
+v1alpha1.usage.ratelimit.dev), with your kubeconfig as kubectl uses it: client certificates,
+tokens, OIDC and exec plugins all work. Reading a namespace's usage needs get on
+ratelimitpolicies/usage there in the API groups usage.ratelimit.dev (checked by the API
+server) and policy.ratelimit.dev (checked by the operator); changing it needs create and
+update there, respectively. The chart's ClusterRoles <release>-usage-reader and
+<release>-usage-editor grant both.
+
+With --server (or $RATELIMIT_USAGE_SERVER) the usage server is called directly instead: it
+authenticates you with the bearer token of your kubeconfig's user (a static token, a token
+file or an exec credential plugin) or --token, and --certificate-authority names the CA of
+its certificate.
 
 Explain which policies match a request, as whom and under which limits (explain: reads the
 namespace's snapshot ConfigMap with your kubeconfig), and check policy files offline as the

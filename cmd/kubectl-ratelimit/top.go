@@ -86,7 +86,7 @@ func (o *topOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	path := escapedPath("v1", "namespaces", ns, "ratelimitpolicies", o.policy, "usage", "top")
+	path := escapedPath("namespaces", ns, "ratelimitpolicies", o.policy, "usage", "top")
 	var body []byte
 	if o.all {
 		body, err = o.readAll(ctx, client, path)

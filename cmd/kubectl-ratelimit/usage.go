@@ -71,7 +71,7 @@ func (o *usageOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	body, err := client.get(ctx, escapedPath("v1", "namespaces", ns, "ratelimitpolicies", o.policy, "usage"),
+	body, err := client.get(ctx, escapedPath("namespaces", ns, "ratelimitpolicies", o.policy, "usage"),
 		o.query(), http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return err

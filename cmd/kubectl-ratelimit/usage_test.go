@@ -166,8 +166,8 @@ func TestUsageServerErrors(t *testing.T) {
 	}
 }
 
-// TestUsageBadArguments: a bad output format, a missing policy and a missing server are
-// errors, exit 1.
+// TestUsageBadArguments: a bad output format, a missing policy, an API server that does not
+// answer (no --server: the kubeconfig's) and plain http are errors, exit 1.
 func TestUsageBadArguments(t *testing.T) {
 	srv := newFakeUsageServer(t, testToken, http.StatusOK, allowedBody)
 	kubeconfig := tokenKubeconfig(t)
@@ -177,7 +177,8 @@ func TestUsageBadArguments(t *testing.T) {
 	}{
 		{srv.args(t, "--kubeconfig", kubeconfig, "usage", "orders", "-o", "yaml"), `--output "yaml"`},
 		{srv.args(t, "--kubeconfig", kubeconfig, "usage"), "accepts between 1 and 2 arg(s)"},
-		{[]string{"--kubeconfig", kubeconfig, "usage", "orders"}, "pass --server or set $RATELIMIT_USAGE_SERVER"},
+		{[]string{"--kubeconfig", kubeconfig, "usage", "orders"},
+			"calling the Kubernetes API server: Get \"https://127.0.0.1:1/apis/usage.ratelimit.dev/v1alpha1/namespaces/shop/ratelimitpolicies/orders/usage\""},
 		{[]string{"--server", "http://example.com", "--kubeconfig", kubeconfig, "usage", "orders"}, "in clear"},
 	} {
 		res := runPlugin(t, tc.args...)

@@ -22,7 +22,9 @@ type usageAnswer struct {
 	Limits          []usage.Limit `json:"limits"`
 }
 
-// errorBody is the body of any other status.
+// errorBody is the body of any other status: the usage server's {"error": ...}, or the
+// Kubernetes API server's Status, whose message says why.
 type errorBody struct {
-	Error string `json:"error"`
+	Error   string `json:"error"`
+	Message string `json:"message"`
 }

@@ -23,9 +23,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
-// AdjustPath is the route of a reset, refund or grant ({op}).
-const AdjustPath = "POST /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage/{op}"
-
 // AdjustVerb is the RBAC verb on ratelimitpolicies/usage that a reset, refund or grant needs.
 const AdjustVerb = "update"
 

@@ -21,4 +21,11 @@
 // (continuation.go); overviews are bounded per reader and in all (gate.go). Resets, refunds
 // and grants (adjust.go) need update. The kubectl plugin (cmd/kubectl-ratelimit) is the way
 // users reach it.
+//
+// Every route is also mounted under /apis/usage.ratelimit.dev/v1alpha1 (routes.go), with the
+// discovery documents the aggregation layer probes (discovery.go), so that the API server
+// serves it as the APIService v1alpha1.usage.ratelimit.dev: there the user is the one the
+// API server names in X-Remote-User/-Group/-Extra-*, believed only from a request carrying its
+// front-proxy client certificate (frontproxy.go), and the API server has already checked its
+// own RBAC in the group usage.ratelimit.dev.
 package usageapi

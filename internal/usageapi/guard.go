@@ -22,9 +22,11 @@ import (
 // Subresource is the policy subresource whose verbs RBAC grants on usage: get reads it.
 const Subresource = "usage"
 
-// Guard decides who may do what: the bearer token's user by TokenReview, their right by
-// SubjectAccessReview, both delegated to the Kubernetes API with k8s.io/apiserver's
-// delegating authenticator and authorizer (cached: allowed for a minute, denied for 10 s).
+// Guard decides who may do what: the user of a request the aggregation layer proxied (its
+// front-proxy client certificate verified, FrontProxy) or of a bearer token (TokenReview),
+// their right by SubjectAccessReview, all delegated to the Kubernetes API with
+// k8s.io/apiserver's delegating authenticator and authorizer (cached: allowed for a minute,
+// denied for 10 s).
 type Guard struct {
 	// Authn authenticates a request.
 	Authn authenticator.Request
@@ -32,8 +34,10 @@ type Guard struct {
 	Authz authorizer.Authorizer
 }
 
-// NewGuard delegates to the API server cfg reaches.
-func NewGuard(cfg *rest.Config, client *http.Client) (*Guard, error) {
+// NewGuard delegates to the API server cfg reaches. With proxy, requests the aggregation
+// layer proxies are authenticated too (tried first; a request without a verified front-proxy
+// certificate falls through to its bearer token, its X-Remote-* headers unread).
+func NewGuard(cfg *rest.Config, client *http.Client, proxy *FrontProxy) (*Guard, error) {
 	authn, err := authenticationv1.NewForConfigAndClient(cfg, client)
 	if err != nil {
 		return nil, fmt.Errorf("tokenreview client: %w", err)
@@ -43,12 +47,16 @@ func NewGuard(cfg *rest.Config, client *http.Client) (*Guard, error) {
 		return nil, fmt.Errorf("subjectaccessreview client: %w", err)
 	}
 	backoff := &wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 4}
-	a, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+	ac := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:               &apiserver.AnonymousAuthConfig{Enabled: false},
 		CacheTTL:                time.Minute,
 		TokenAccessReviewClient: authn, TokenAccessReviewTimeout: 10 * time.Second,
 		WebhookRetryBackoff: backoff,
-	}.New()
+	}
+	if proxy != nil {
+		ac.RequestHeaderConfig = proxy.config()
+	}
+	a, _, err := ac.New()
 	if err != nil {
 		return nil, fmt.Errorf("authenticator: %w", err)
 	}
@@ -90,6 +98,9 @@ type Denied struct {
 // Error implements error.
 func (d *Denied) Error() string { return d.Reason }
 
+// notAuthenticated is the reason of a 401.
+const notAuthenticated = "not authenticated: send a bearer token the Kubernetes API accepts, or come through the Kubernetes API server (APIService " + APIServiceName + ")"
+
 // Check authenticates r and authorizes act for its user. It returns the user, a *Denied
 // when the request may not proceed, or another error when the Kubernetes API could not say.
 func (g *Guard) Check(r *http.Request, act Action) (user.Info, error) {
@@ -97,7 +108,7 @@ func (g *Guard) Check(r *http.Request, act Action) (user.Info, error) {
 	// either way the request is not authenticated, and the error may quote the token.
 	res, ok, _ := g.Authn.AuthenticateRequest(r)
 	if !ok {
-		return nil, &Denied{Status: http.StatusUnauthorized, Reason: "not authenticated: send a bearer token the Kubernetes API accepts"}
+		return nil, &Denied{Status: http.StatusUnauthorized, Reason: notAuthenticated}
 	}
 	decision, reason, err := g.Authz.Authorize(r.Context(), act.attributes(res.User))
 	if err != nil && decision != authorizer.DecisionAllow {

@@ -21,9 +21,6 @@ import (
 // FrontName names the usage API where the engine names its fronts.
 const FrontName = "usage"
 
-// UsagePath is the route of a usage read.
-const UsagePath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage"
-
 // Server answers the usage API. Safe for concurrent use.
 type Server struct {
 	guard   *Guard
@@ -41,9 +38,12 @@ type Server struct {
 func NewServer(guard *Guard, reader client.Reader, lims *Limiters, rec events.EventRecorder, log logr.Logger) *Server {
 	s := &Server{guard: guard, gate: newGate(time.Now), engines: &engines{reader: reader, limiters: lims}, reader: reader,
 		events: rec, log: log, mux: http.NewServeMux()}
-	s.mux.HandleFunc(UsagePath, s.usage)
-	s.mux.HandleFunc(AdjustPath, s.adjust)
-	s.mux.HandleFunc(TopPath, s.top)
+	for _, prefix := range []string{LegacyPrefix, AggregatedPrefix} {
+		s.mux.HandleFunc("GET "+prefix+UsageRoute, s.usage)
+		s.mux.HandleFunc("GET "+prefix+TopRoute, s.top)
+		s.mux.HandleFunc("POST "+prefix+AdjustRoute, s.adjust)
+	}
+	s.discovery()
 	return s
 }
 

@@ -20,9 +20,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usage"
 )
 
-// TopPath is the route of a usage overview: the callers under the most pressure.
-const TopPath = "GET /v1/namespaces/{namespace}/ratelimitpolicies/{policy}/usage/top"
-
 // Bounds of a usage overview: callers shown (n) and callers read (max; the Redis budget of
 // budget.go stops it sooner when the server holds many keys), and its time in all.
 const (

@@ -58,6 +58,15 @@ control-plane: controller-manager
 {{- printf "%s-webhook-server-cert" (include "ratelimit-operator.fullname" .) }}
 {{- end }}
 
+{{/* The Secret of the usage API's serving certificate: usageApi.certSecret, else the one the
+chart makes for the APIService (usage-apiservice.yaml), else none (a self-signed pair in
+memory). */}}
+{{- define "ratelimit-operator.usageSecret" -}}
+{{- if .Values.usageApi.certSecret }}{{ .Values.usageApi.certSecret }}
+{{- else if .Values.usageApi.apiService.enabled }}{{ printf "%s-usage-tls" (include "ratelimit-operator.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{- define "ratelimit-operator.servingCert" -}}
 {{- printf "%s-serving-cert" (include "ratelimit-operator.fullname" .) }}
 {{- end }}
@@ -71,7 +80,8 @@ is left out so the binary's default applies. */}}
 {{- if not $v.metrics.secure }}{{ $a = append $a "--metrics-secure=false" }}{{ end -}}
 {{- $a = append $a (printf "--health-probe-bind-address=:%v" $v.healthProbe.port) -}}
 {{- $a = append $a (printf "--usage-bind-address=%s" (ternary (printf ":%v" $v.usageApi.port) "0" $v.usageApi.enabled)) -}}
-{{- if and $v.usageApi.enabled $v.usageApi.certSecret }}{{ $a = append $a "--usage-cert-dir=/var/run/secrets/ratelimit/usage-tls" }}{{ end -}}
+{{- if and $v.usageApi.enabled (include "ratelimit-operator.usageSecret" .) }}{{ $a = append $a "--usage-cert-dir=/var/run/secrets/ratelimit/usage-tls" }}{{ end -}}
+{{- if and $v.usageApi.enabled $v.usageApi.apiService.enabled }}{{ $a = append $a "--usage-front-proxy" }}{{ end -}}
 {{- if and $v.usageApi.enabled $v.usageApi.redisTimeout }}{{ $a = append $a (printf "--usage-redis-timeout=%s" $v.usageApi.redisTimeout) }}{{ end -}}
 {{- if $v.leaderElection.enabled }}{{ $a = append $a "--leader-elect" }}{{ end -}}
 {{- with $v.leaderElection.namespace }}{{ $a = append $a (printf "--leader-election-namespace=%s" .) }}{{ end -}}

@@ -299,11 +299,12 @@ func managerFlags(t *testing.T) []string {
 }
 
 // TestTemplateOff: with the webhooks off the chart renders no webhook configuration, Service
-// or certificate and no certificate volume, and passes --webhooks=false; the Redis memory
+// or certificate and no certificate volume, and passes --webhooks=false; with the APIService
+// off, none (and no --usage-front-proxy); the Redis memory
 // checks off pass their 0s, and RedisBackends off --redis-backends=false.
 func TestTemplateOff(t *testing.T) {
 	objs := render(t, []string{offValues})
-	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret", "Certificate", "ServiceAccount"} {
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret", "Certificate", "ServiceAccount", "APIService"} {
 		if got := objs.ofKind(kind); len(got) > 0 {
 			t.Errorf("off values render %v", got.names())
 		}
@@ -316,6 +317,9 @@ func TestTemplateOff(t *testing.T) {
 		if v.Name == "webhook-certs" {
 			t.Errorf("webhooks off still mount a certificate")
 		}
+	}
+	if args := managerArgs(t, objs); slices.Contains(args, "--usage-front-proxy") {
+		t.Errorf("APIService off, yet --usage-front-proxy: %q", args)
 	}
 	// 0 is a value here (off), not "left out".
 	for _, want := range []string{"--redis-memory-check-interval=0", "--redis-memory-scan-keys-per-second=0", "--redis-backends=false"} {

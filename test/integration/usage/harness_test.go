@@ -27,6 +27,7 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/checkwire"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/sidecar/engine"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/snapshot"
+	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
@@ -38,9 +39,11 @@ import (
 type rig struct {
 	env    *kube.Env
 	rds    *redistest.Server
+	addr   string // 127.0.0.1:port
 	url    string // https://127.0.0.1:port
 	caFile string // the usage API's self-signed tls.crt
 	out    *proc.Buffer
+	cmd    *exec.Cmd
 }
 
 // startRig runs the manager binary against the suite's control plane and a fresh Redis
@@ -48,24 +51,31 @@ type rig struct {
 // written to a temp dir.
 func startRig(t *testing.T, opts ...redistest.Option) *rig {
 	t.Helper()
+	return launchRig(t, t.TempDir(), nil, opts...)
+}
+
+// launchRig is startRig with the usage API's certificate in certDir (made self-signed there
+// when absent) and more manager flags.
+func launchRig(t *testing.T, certDir string, flags []string, opts ...redistest.Option) *rig {
+	t.Helper()
 	e := suite.Env(t)
 	r := &rig{env: e, rds: redistest.StartServer(t, opts...), out: &proc.Buffer{}}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := kube.WriteKubeconfig(e.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	certDir, addr, probe := t.TempDir(), wait.FreeAddr(t), wait.FreeAddr(t)
-	r.url, r.caFile = "https://"+addr, filepath.Join(certDir, "tls.crt")
-	cmd := exec.Command(proc.MustBuild(t, "cmd/manager"), "--kubeconfig", kubeconfig, "--webhooks=false",
+	addr, probe := wait.FreeAddr(t), wait.FreeAddr(t)
+	r.addr, r.url, r.caFile = addr, "https://"+addr, filepath.Join(certDir, "tls.crt")
+	r.cmd = exec.Command(proc.MustBuild(t, "cmd/manager"), append([]string{"--kubeconfig", kubeconfig, "--webhooks=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probe, "--redis-addrs", r.rds.Addr(),
-		"--usage-bind-address", addr, "--usage-cert-dir", certDir)
+		"--usage-bind-address", addr, "--usage-cert-dir", certDir}, flags...)...)
+	cmd := r.cmd
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		r.stop()
 		if t.Failed() {
 			t.Logf("manager output:\n%s", r.out.String())
 		}
@@ -81,6 +91,14 @@ func startRig(t *testing.T, opts ...redistest.Option) *rig {
 		return err
 	})
 	return r
+}
+
+// stop ends the manager (by its PID) and waits for it.
+func (r *rig) stop() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
 }
 
 // client is an HTTPS client trusting the usage API's certificate.
@@ -216,7 +234,14 @@ func (r *rig) serviceAccount(t *testing.T, ns, name string, rules ...rbacv1.Poli
 	return tr.Status.Token
 }
 
-// usageRule grants verbs on ratelimitpolicies/usage.
+// usageRule grants verbs on ratelimitpolicies/usage (API group policy.ratelimit.dev: what the
+// manager's SubjectAccessReview asks).
 func usageRule(verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"ratelimitpolicies/usage"}, Verbs: verbs}
+}
+
+// aggregatedRule grants verbs on ratelimitpolicies/usage in the aggregated API group
+// usage.ratelimit.dev: what kube-apiserver asks before it proxies a request to the manager.
+func aggregatedRule(verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{usageapi.Group}, Resources: []string{"ratelimitpolicies/usage"}, Verbs: verbs}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
-var suite = &kube.Suite{Name: "usage"}
+// suite's kube-apiserver runs with the aggregation layer configured, so that the usage API
+// can be served as an APIService (aggregated_test.go).
+var suite = &kube.Suite{Name: "usage", Aggregation: true}
 
 func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }

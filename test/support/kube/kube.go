@@ -16,6 +16,8 @@ import (
 // Env is a running control plane with the operator's CRDs installed, and what runs beside it.
 type Env struct {
 	*controlplane.Env
+	// Aggregation is the aggregation layer's configuration, when the suite asked for it.
+	Aggregation *Aggregation
 
 	stops []func() // what runs beside the control plane (the webhook manager), stopped first
 }

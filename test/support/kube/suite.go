@@ -17,8 +17,12 @@ type Suite struct {
 	// CRDs, when set, is called before the start for more CRD files or directories to install
 	// beside the operator's (not with Webhooks); its error is the control plane's start error.
 	CRDs func() ([]string, error)
+	// Aggregation configures kube-apiserver's aggregation layer (front-proxy CA and proxy
+	// client certificate: Aggregation), for APIServices served by a test (not with Webhooks).
+	Aggregation bool
 
 	env *Env
+	agg *Aggregation
 	err error
 }
 
@@ -33,24 +37,39 @@ func (s *Suite) Run(m *testing.M) int {
 	if err := s.env.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", s.Name, err)
 	}
+	s.agg.Remove()
 	return code
 }
 
-// start starts the control plane: with the webhooks, or with the CRDs s.CRDs names.
+// start starts the control plane: with the webhooks, or with the CRDs s.CRDs names and the
+// aggregation layer when asked.
 func (s *Suite) start() (*Env, error) {
 	if s.Webhooks {
 		return StartWebhooks()
 	}
-	if s.CRDs == nil {
-		return Start()
+	var opts []func(*envtest.Environment)
+	if s.CRDs != nil {
+		paths, err := s.CRDs()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, func(te *envtest.Environment) {
+			te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, paths...)
+		})
 	}
-	paths, err := s.CRDs()
+	if s.Aggregation {
+		var err error
+		if s.agg, err = NewAggregation(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, s.agg.Configure)
+	}
+	e, err := Start(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return Start(func(te *envtest.Environment) {
-		te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, paths...)
-	})
+	e.Aggregation = s.agg
+	return e, nil
 }
 
 // Env returns the shared control plane, as Require decides: it fails the test (CI) or skips
