@@ -212,7 +212,7 @@ EOF
 
 # cert NAME CN [O] [SANs]: a client or serving certificate signed by the cluster CA.
 cert() {
-  local n=$1 cn=$2 o=${3:-} sans=${4:-} pki=$state/pki subj
+  local n=$1 cn=$2 o=${3:-} sans=${4:-} ca=${5:-ca} pki=$state/pki subj
   subj="/CN=$cn"
   [[ -n $o ]] && subj="/O=$o$subj"
   openssl ecparam -name prime256v1 -genkey -noout -out "$pki/$n.key" 2>/dev/null
@@ -227,7 +227,7 @@ cert() {
       echo "extendedKeyUsage=clientAuth"
     fi
   } >"$pki/$n.ext"
-  openssl x509 -req -in "$pki/$n.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$pki/$n.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" -CAcreateserial \
     -days 30 -sha256 -extfile "$pki/$n.ext" -out "$pki/$n.crt" 2>/dev/null
   rm -f "$pki/$n.csr" "$pki/$n.ext"
 }
@@ -271,6 +271,14 @@ pki() {
   cert controller-manager system:kube-controller-manager
   cert scheduler system:kube-scheduler
   cert proxy system:kube-proxy
+  # The aggregation layer: kube-apiserver proxies to APIServices (the operator's usage API)
+  # with a client certificate of its own CA, which they trust through the ConfigMap
+  # kube-system/extension-apiserver-authentication (filled from the --requestheader flags).
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki/front-proxy-ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$pki/front-proxy-ca.key" -subj "/CN=ratelimit-front-proxy-ca" -days 30 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -out "$pki/front-proxy-ca.crt" 2>/dev/null
+  cert front-proxy-client front-proxy-client "" "" front-proxy-ca
   openssl ecparam -name prime256v1 -genkey -noout -out "$pki/sa.key" 2>/dev/null
   openssl ec -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   local k
@@ -411,7 +419,11 @@ up() {
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
-    --kubelet-preferred-address-types InternalIP --profiling=false
+    --kubelet-preferred-address-types InternalIP --profiling=false \
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key"
   start containerd containerd --config "$state/containerd.toml"
   wait_for "kube-apiserver" 120 kctl get --raw /readyz
   wait_for "containerd" 60 ctr --address "$run/containerd.sock" version

@@ -8,67 +8,76 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
-// usage has support staff explain the calendar quota's 429s: a ServiceAccount of the
-// watching namespace bound (RoleBinding) to the chart's usage-reader ClusterRole runs
-// `kubectl ratelimit usage` against the installed manager's usage Service, and reads the
-// quota's caller at 2 of 2 used; a ServiceAccount without the binding is refused 403.
+// usage has support staff explain the calendar quota's 429s with `kubectl ratelimit usage`
+// and nothing but a kubeconfig (the usage API served through the API server's aggregation
+// layer, APIService v1alpha1.usage.ratelimit.dev): a ServiceAccount token user and a
+// client-certificate user (signed through the CSR API), each bound (RoleBinding) to the
+// chart's usage-reader ClusterRole, read the quota's caller at 2 of 2 used; a ServiceAccount
+// without the binding is refused 403; `kubectl get --raw` reads the same.
 func (j *journey) usage(t *testing.T) {
 	c := j.c
-	if !c.Local {
-		missing.Part(t, "the plugin reaches the usage Service's ClusterIP directly, which only this machine's cluster routes from the test")
-	}
 	if j.quotaUser == "" {
 		t.Fatal("the calendar quota step left no caller to read")
 	}
+	t0 := time.Now()
+	kc(t, c, "wait", "--for=condition=Available", "apiservice/v1alpha1.usage.ratelimit.dev", "--timeout=120s")
+	measure("helm install → usage APIService Available", time.Since(j.helmStart))
+	t.Logf("APIService Available %v after this step began", time.Since(t0))
 	kc(t, c, "-n", watchNS, "create", "serviceaccount", "e2e-support")
 	kc(t, c, "-n", watchNS, "create", "serviceaccount", "e2e-nosupport")
 	kc(t, c, "-n", watchNS, "create", "rolebinding", "e2e-support", "--clusterrole="+release+"-usage-reader",
 		"--serviceaccount="+watchNS+":e2e-support")
-	base, err := j.s.url(t.Context(), system, release+"-usage", 8445)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := "https" + strings.TrimPrefix(base, "http")
+	certUser := "e2e-cert-support-" + j.run
+	kc(t, c, "-n", watchNS, "create", "rolebinding", "e2e-cert-support", "--clusterrole="+release+"-usage-reader", "--user="+certUser)
 	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
-	read := func(sa string) (string, error) {
-		token := strings.TrimSpace(kc(t, c, "-n", watchNS, "create", "token", sa))
-		// The chart's usage API serves a self-signed certificate unless usageApi.certSecret
-		// is set; the bearer token authenticates.
-		out, err := exec.CommandContext(t.Context(), plugin, "usage", "-n", watchNS, "daily-quota", j.quotaUser,
-			"--server", server, "--insecure-skip-tls-verify", "--token", token, "-o", "json").CombinedOutput()
-		return string(out), err
+	users := map[string]string{
+		"token e2e-support":       j.tokenKubeconfig(t, "e2e-support"),
+		"certificate " + certUser: j.certKubeconfig(t, certUser),
 	}
-	wait.Eventually(t, time.Minute, "support to read the quota's caller", func() error {
-		out, err := read("e2e-support")
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		var got struct {
-			Allowed bool `json:"allowed"`
-			Limits  []struct {
-				Name      string `json:"name"`
-				Used      int64  `json:"used"`
-				Remaining int64  `json:"remaining"`
-			} `json:"limits"`
-		}
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
-			return fmt.Errorf("not the usage API's JSON: %s: %w", out, err)
-		}
-		if got.Allowed || len(got.Limits) != 1 || got.Limits[0].Used != 2 || got.Limits[0].Remaining != 0 {
-			return fmt.Errorf("want 2 of 2 used and denied: %s", out)
-		}
-		return nil
-	})
-	out, err := read("e2e-nosupport")
-	if err == nil || !strings.Contains(out, "403") {
+	for who, kcfg := range users {
+		wait.Eventually(t, time.Minute, who+" to read the quota's caller", func() error {
+			out, err := exec.CommandContext(t.Context(), plugin, "--kubeconfig", kcfg, "usage", "-n", watchNS,
+				"daily-quota", j.quotaUser, "-o", "json").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return twoOfTwoUsed(out)
+		})
+	}
+	out, err := exec.CommandContext(t.Context(), plugin, "--kubeconfig", j.tokenKubeconfig(t, "e2e-nosupport"), "usage",
+		"-n", watchNS, "daily-quota", j.quotaUser).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "403") {
 		t.Errorf("a ServiceAccount without the binding: %v: %s; want refused 403", err, out)
 	}
-	j.grant(t, plugin, server)
+	raw := kc(t, c, "get", "--raw", "/apis/usage.ratelimit.dev/v1alpha1/namespaces/"+watchNS+
+		"/ratelimitpolicies/daily-quota/usage?identity="+j.quotaUser)
+	if err := twoOfTwoUsed([]byte(raw)); err != nil {
+		t.Errorf("kubectl get --raw: %v", err)
+	}
+	j.grant(t, plugin, users["token e2e-support"])
+}
+
+// twoOfTwoUsed checks a usage answer: denied, its one limit 2 of 2 used.
+func twoOfTwoUsed(out []byte) error {
+	var got struct {
+		Allowed bool `json:"allowed"`
+		Limits  []struct {
+			Name      string `json:"name"`
+			Used      int64  `json:"used"`
+			Remaining int64  `json:"remaining"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		return fmt.Errorf("not the usage API's JSON: %s: %w", out, err)
+	}
+	if got.Allowed || len(got.Limits) != 1 || got.Limits[0].Used != 2 || got.Limits[0].Remaining != 0 {
+		return fmt.Errorf("want 2 of 2 used and denied: %s", out)
+	}
+	return nil
 }
 
 // grant has support staff unblock the quota's caller: refused while bound to usage-reader
@@ -76,13 +85,11 @@ func (j *journey) usage(t *testing.T) {
 // ratelimit grant` of 1; the example app's sidecar admits the caller once more within its
 // deny cache's hold, then refuses again, and the grant is an Event on the policy naming the
 // ServiceAccount.
-func (j *journey) grant(t *testing.T, plugin, server string) {
+func (j *journey) grant(t *testing.T, plugin, kcfg string) {
 	c := j.c
 	grant := func() (string, error) {
-		token := strings.TrimSpace(kc(t, c, "-n", watchNS, "create", "token", "e2e-support"))
-		out, err := exec.CommandContext(t.Context(), plugin, "grant", "-n", watchNS, "daily-quota", j.quotaUser, "1",
-			"--request-id", "e2e-grant-"+j.run, "--server", server, "--insecure-skip-tls-verify", "--token", token,
-			"-o", "json").CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), plugin, "--kubeconfig", kcfg, "grant", "-n", watchNS, "daily-quota",
+			j.quotaUser, "1", "--request-id", "e2e-grant-"+j.run, "-o", "json").CombinedOutput()
 		return string(out), err
 	}
 	if out, err := grant(); err == nil || !strings.Contains(out, "403") {
