@@ -27,7 +27,11 @@ func (d *demo) controlPlane(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	env, err := controlplane.Start(controlplane.WithWebhookConfigs, injection, gatewayCRDs)
+	agg, err := d.withAggregation()
+	if err != nil {
+		return err
+	}
+	env, err := controlplane.Start(controlplane.WithWebhookConfigs, injection, gatewayCRDs, agg.Configure)
 	if err != nil {
 		return fmt.Errorf("control plane (run `make envtest` to build it): %w", err)
 	}
@@ -116,6 +120,10 @@ func (d *demo) startManager(ctx context.Context) error {
 	if d.addrs.usage, err = freeAddr(); err != nil {
 		return err
 	}
+	api, usageCerts, err := d.usageServing()
+	if err != nil {
+		return err
+	}
 	w := d.env.Environment.WebhookInstallOptions
 	admin := filepath.Join(d.dir, "creds-admin")
 	if err := writeCreds(admin, adminUser, d.adminPassword); err != nil {
@@ -126,7 +134,7 @@ func (d *demo) startManager(ctx context.Context) error {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--webhook-host", w.LocalServingHost, "--webhook-port", strconv.Itoa(w.LocalServingPort),
 		"--webhook-cert-dir", w.LocalServingCertDir, "--script-resync", "2s",
-		"--usage-bind-address", d.addrs.usage, "--usage-cert-dir", filepath.Join(d.dir, "usage-tls"),
+		"--usage-bind-address", d.addrs.usage, "--usage-cert-dir", usageCerts, "--usage-front-proxy",
 		"--sidecar-injection", "--sidecar-image", sidecarImage)
 	if err != nil {
 		return err
@@ -136,7 +144,7 @@ func (d *demo) startManager(ctx context.Context) error {
 		return err
 	}
 	d.say("ready; webhooks on %s:%d; log %s", w.LocalServingHost, w.LocalServingPort, p.log)
-	return nil
+	return d.registerUsage(ctx, api)
 }
 
 // startSidecar runs the sidecar as a reverse proxy in front of a tiny upstream, watching the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
+	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // demo is one run: what it started (to stop it) and what it saw (for the summary).
@@ -19,6 +20,7 @@ type demo struct {
 	out   io.Writer
 	dir   string
 	env   *controlplane.Env
+	agg   *kube.Aggregation
 	kcfg  string
 	redis *proc
 	procs []*proc
@@ -97,8 +99,8 @@ func (d *demo) explore(ctx context.Context) {
 	d.printf("  curl -i -H 'X-API-Key: me' http://%s/   # through Caddy, forward auth\n", d.addrs.caddy)
 	d.printf("  curl -i -d '{\"policy\":\"demo-api\",\"identity\":\"me\"}' http://%s/v1/check\n", d.addrs.check)
 	d.printf("  curl http://%s/metrics | grep ratelimit_sidecar\n", d.addrs.sidecarMetrics)
-	d.printf("  KUBECONFIG=%s PATH=%s:$PATH %s ratelimit usage -n %s demo-quota quota-quinn --server %s --certificate-authority %s\n",
-		filepath.Join(d.dir, "support.kubeconfig"), d.dir, d.opts.kubectl, d.opts.namespace, d.usageURL(), d.usageCA())
+	d.printf("  KUBECONFIG=%s PATH=%s:$PATH %s ratelimit usage -n %s demo-quota quota-quinn\n",
+		filepath.Join(d.dir, "support.kubeconfig"), d.dir, d.opts.kubectl, d.opts.namespace)
 	d.printf("  logs: %s\n", filepath.Join(d.dir, "*.log"))
 	d.printf("Ctrl-C stops everything.\n")
 	<-ctx.Done()
@@ -117,6 +119,7 @@ func (d *demo) cleanup() {
 			fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
 		}
 	}
+	d.agg.Remove()
 	if d.dir != "" && !strings.Contains(os.Getenv("DEMO_KEEP"), "1") {
 		_ = os.RemoveAll(d.dir) // best effort: a temp dir
 	}

@@ -42,8 +42,8 @@ func (d *demo) usage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("$ KUBECONFIG=%s kubectl ratelimit usage -n %s demo-quota quota-quinn --server %s --certificate-authority %s",
-		kcfg, ns, d.usageURL(), d.usageCA())
+	d.say("$ KUBECONFIG=%s kubectl ratelimit usage -n %s demo-quota quota-quinn   # through the API server: no --server",
+		kcfg, ns)
 	out, err := d.plugin(ctx, kcfg, plugin, "usage", "-n", ns, "demo-quota", "quota-quinn")
 	if err != nil {
 		return fmt.Errorf("kubectl ratelimit usage: %w", err)
@@ -63,10 +63,10 @@ func (d *demo) usage(ctx context.Context) error {
 	return d.grant(ctx, kcfg, plugin)
 }
 
-// plugin runs `kubectl ratelimit args...` as the support ServiceAccount (kcfg), the plugin
-// found on PATH by kubectl, against the manager's usage API, and shows its output.
+// plugin runs `kubectl ratelimit args...` with the kubeconfig kcfg (the plugin found on PATH
+// by kubectl), which reaches the usage API through the API server, and shows its output.
 func (d *demo) plugin(ctx context.Context, kcfg, plugin string, args ...string) ([]byte, error) {
-	args = append(append([]string{"ratelimit"}, args...), "--server", d.usageURL(), "--certificate-authority", d.usageCA())
+	args = append([]string{"ratelimit"}, args...)
 	cmd := exec.CommandContext(ctx, d.opts.kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcfg, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
@@ -179,10 +179,6 @@ func (d *demo) supportKubeconfig(token string) (string, error) {
 	}
 	return path, nil
 }
-
-// usageURL is the manager's usage API; usageCA the certificate it made for itself.
-func (d *demo) usageURL() string { return "https://" + d.addrs.usage }
-func (d *demo) usageCA() string  { return filepath.Join(d.dir, "usage-tls", "tls.crt") }
 
 // hasFields reports whether a line of out begins with exactly these fields.
 func hasFields(out string, fields ...string) bool {
