@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
@@ -51,6 +53,9 @@ func (d *demo) usage(ctx context.Context) error {
 	if !bytes.Contains(out, []byte("denied")) || !hasFields(string(out), "monthly", "3", "3", "0") {
 		return fmt.Errorf("kubectl ratelimit usage did not show quota-quinn's 3 of 3 used:\n%s", out)
 	}
+	if err := d.certUsage(ctx, plugin); err != nil {
+		return err
+	}
 	d.say("$ kubectl ratelimit top -n %s demo-api --n 3   # the callers under the most pressure", ns)
 	out, err = d.plugin(ctx, kcfg, plugin, "top", "-n", ns, "demo-api", "--n", "3")
 	if err != nil {
@@ -60,6 +65,7 @@ func (d *demo) usage(ctx context.Context) error {
 		return fmt.Errorf("kubectl ratelimit top did not show demo-api's callers:\n%s", out)
 	}
 	d.done("usage: a support ServiceAccount with get on ratelimitpolicies/usage read quota-quinn's 3 of 3 used with kubectl ratelimit usage")
+	d.done("usage: a client-certificate user read the same through the API server, with no --server, CA file or token")
 	return d.grant(ctx, kcfg, plugin)
 }
 
@@ -178,6 +184,38 @@ func (d *demo) supportKubeconfig(token string) (string, error) {
 		return "", fmt.Errorf("support kubeconfig: %w", err)
 	}
 	return path, nil
+}
+
+// certUsage reads the same usage as a client-certificate user (support-cert, a kubeconfig
+// envtest issues from the cluster's CA), bound to the same ClusterRole: the API server
+// authenticates it, the usage API reads the user from the front-proxy headers.
+func (d *demo) certUsage(ctx context.Context, plugin string) error {
+	ns := d.opts.namespace
+	if out, err := d.kubectl(ctx, nil, "create", "rolebinding", "support-cert-usage", "-n", ns,
+		"--clusterrole=usage-reader-role", "--user=support-cert"); err != nil {
+		return fmt.Errorf("kubectl create rolebinding: %w\n%s", err, out)
+	}
+	user, err := d.env.Environment.ControlPlane.AddUser(envtest.User{Name: "support-cert"}, nil)
+	if err != nil {
+		return fmt.Errorf("client-certificate user: %w", err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("client-certificate kubeconfig: %w", err)
+	}
+	kcfg := filepath.Join(d.dir, "support-cert.kubeconfig")
+	if err := os.WriteFile(kcfg, raw, 0o600); err != nil {
+		return err
+	}
+	d.say("$ KUBECONFIG=%s kubectl ratelimit usage -n %s demo-quota quota-quinn   # a client-certificate user", kcfg, ns)
+	out, err := d.plugin(ctx, kcfg, plugin, "usage", "-n", ns, "demo-quota", "quota-quinn")
+	if err != nil {
+		return fmt.Errorf("kubectl ratelimit usage as support-cert: %w", err)
+	}
+	if !hasFields(string(out), "monthly", "3", "3", "0") {
+		return fmt.Errorf("kubectl ratelimit usage as support-cert did not show quota-quinn's 3 of 3 used:\n%s", out)
+	}
+	return nil
 }
 
 // hasFields reports whether a line of out begins with exactly these fields.

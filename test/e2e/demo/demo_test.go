@@ -36,6 +36,7 @@ func TestDemo(t *testing.T) {
 		"override: vip-val raised to the pro tier by a RateLimitOverride, 10 of 12 admitted",
 		"calendar quota: 3 of 5 admitted, Retry-After is the time to the 1st of next month in Berlin",
 		"usage: a support ServiceAccount with get on ratelimitpolicies/usage read quota-quinn's 3 of 3 used with kubectl ratelimit usage",
+		"usage: a client-certificate user read the same through the API server, with no --server, CA file or token",
 		"grant: kubectl ratelimit grant gave quota-quinn 2 more this month, admitted exactly twice, recorded as an Event",
 		"sidecar injection: the example app's pod (label ratelimit.dev/inject=enabled, annotation ratelimit.dev/upstream-port) got the sidecar as a native sidecar proxying to its port",
 		"LLM budget: tokens settled from streamed answers (120, 270, 360 used, then the 700-token overrun charged past 1000), the next call refused",
