@@ -193,7 +193,7 @@ ref() {
   case $1 in
   pause) echo localhost/ratelimit-cluster/pause:1 ;;
   redis) echo "localhost/ratelimit-cluster/redis:$(redis_version)" ;;
-  agnhost) awk '$1=="image:" && $2 ~ /agnhost/ {print $2; exit}' "$repo/config/samples/example-app/deployment.yaml" ;;
+  agnhost) awk '$1=="image:" && $2 ~ /agnhost/ {print $2; exit}' "$repo/config/samples/example-app-sidecar/deployment.yaml" ;;
   caddy) echo "localhost/ratelimit-cluster/caddy:$(caddy_version)" ;;
   esac
 }

@@ -49,7 +49,7 @@ func withInjectionWebhook() (func(*envtest.Environment), error) {
 	return nil, errors.New("the chart renders no sidecar injection MutatingWebhookConfiguration")
 }
 
-// injection creates config/samples/example-app-injected's pod (the app alone, one label,
+// injection creates config/samples/example-app's pod (the app alone, one label,
 // one annotation) in an opted-in namespace, shows the sidecar the webhook added, and lists
 // it with `kubectl ratelimit sidecars`. No kubelet runs here, so the pod stays Pending.
 func (d *demo) injection(ctx context.Context) error {
@@ -62,7 +62,7 @@ func (d *demo) injection(ctx context.Context) error {
 	if out, err := d.kubectl(ctx, []byte(ns), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("namespace: %w\n%s", err, out)
 	}
-	d.say("$ kubectl create -n %s -f <the pod template of config/samples/example-app-injected/deployment.yaml>", injectNS)
+	d.say("$ kubectl create -n %s -f <the pod template of config/samples/example-app/deployment.yaml>", injectNS)
 	if out, err := d.kubectl(ctx, pod, "create", "-n", injectNS, "-f", "-"); err != nil {
 		return fmt.Errorf("create the sample's pod: %w\n%s", err, out)
 	}
@@ -91,9 +91,9 @@ func (d *demo) injection(ctx context.Context) error {
 	return nil
 }
 
-// samplePod is the pod config/samples/example-app-injected's Deployment creates, named echo.
+// samplePod is the pod config/samples/example-app's Deployment creates, named echo.
 func samplePod() ([]byte, error) {
-	raw, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), "config", "samples", "example-app-injected", "deployment.yaml"))
+	raw, err := os.ReadFile(filepath.Join(controlplane.RepoRoot(), "config", "samples", "example-app", "deployment.yaml"))
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func samplePod() ([]byte, error) {
 		} `json:"spec"`
 	}
 	if err := yaml.Unmarshal(raw, &deploy); err != nil {
-		return nil, fmt.Errorf("example-app-injected: %w", err)
+		return nil, fmt.Errorf("example-app: %w", err)
 	}
 	meta := deploy.Spec.Template.Metadata
 	meta["name"] = "echo"

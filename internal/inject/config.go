@@ -51,7 +51,7 @@ type Ports struct {
 	Check int32
 }
 
-// DefaultConfig is config/samples/example-app's sidecar: image is the operator's image and
+// DefaultConfig is config/samples/example-app-sidecar's sidecar: image is the operator's image and
 // version the manager's.
 func DefaultConfig(image, version string) Config {
 	return Config{

@@ -65,7 +65,7 @@ func args(cfg Config, s settings) []string {
 }
 
 // env is POD_NAMESPACE (the sidecar refuses another namespace's snapshot) and GOMEMLIMIT,
-// a soft limit below the container's memory limit as in config/samples/example-app (100MiB
+// a soft limit below the container's memory limit as in config/samples/example-app-sidecar (100MiB
 // of 128Mi): the sidecar collects garbage rarely (--gc-percent=400) until it nears it.
 func env(limit resource.Quantity) []corev1.EnvVar {
 	return []corev1.EnvVar{

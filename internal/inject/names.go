@@ -51,7 +51,7 @@ const (
 	CredentialsVolume = "ratelimit-redis-credentials"
 )
 
-// What the sidecar reads, as config/samples/example-app mounts it.
+// What the sidecar reads, as config/samples/example-app-sidecar mounts it.
 const (
 	// SnapshotConfigMap is the namespace's snapshot, written by the manager.
 	SnapshotConfigMap = "ratelimit-snapshot"

@@ -11,17 +11,17 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
-// injectNS runs config/samples/example-app-injected: the app alone, its sidecar injected.
+// injectNS runs config/samples/example-app: the app alone, its sidecar injected.
 const injectNS = "e2e-inject"
 
-// injectedApp applies config/samples/example-app-injected as shipped (the chart installed
+// injectedApp applies config/samples/example-app as shipped (the chart installed
 // with sidecarInjection.enabled): every echo pod gets the sidecar as a native sidecar, and
 // the app's Service answers 200 × the limit, then 429.
 func (j *journey) injectedApp(t *testing.T) {
 	c := j.c
 	namespace(t, c, injectNS)
 	t0 := time.Now()
-	kc(t, c, "apply", "-k", j.overlay(t, injectNS, []string{"config/samples/example-app-injected"}, ""))
+	kc(t, c, "apply", "-k", j.overlay(t, injectNS, []string{"config/samples/example-app"}, ""))
 	kc(t, c, "-n", injectNS, "rollout", "status", "deploy/echo", "--timeout=180s")
 	kc(t, c, "-n", injectNS, "wait", "--for=condition=Ready", "rlp/echo-per-api-key", "--timeout=60s")
 	measure("injected example app applied → Available", time.Since(t0))

@@ -371,7 +371,7 @@ func (j *journey) waitEnforced(t *testing.T, ns string, limit int, timeout time.
 	return time.Since(t0)
 }
 
-// exampleApp deploys config/samples/example-app twice, as shipped (snapshot from the mounted
+// exampleApp deploys config/samples/example-app-sidecar twice, as shipped (snapshot from the mounted
 // ConfigMap) and watching the snapshot through the API server, and sends traffic through
 // each app's Service.
 func (j *journey) exampleApp(t *testing.T) {
@@ -379,8 +379,8 @@ func (j *journey) exampleApp(t *testing.T) {
 	namespace(t, c, fileNS)
 	namespace(t, c, watchNS)
 	t0 := time.Now()
-	kc(t, c, "apply", "-k", j.overlay(t, fileNS, []string{"config/samples/example-app"}, ""))
-	kc(t, c, "apply", "-k", j.overlay(t, watchNS, []string{"config/samples/example-app", "config/sidecar"}, watchPatch))
+	kc(t, c, "apply", "-k", j.overlay(t, fileNS, []string{"config/samples/example-app-sidecar"}, ""))
+	kc(t, c, "apply", "-k", j.overlay(t, watchNS, []string{"config/samples/example-app-sidecar", "config/sidecar"}, watchPatch))
 	for _, ns := range []string{fileNS, watchNS} {
 		kc(t, c, "-n", ns, "rollout", "status", "deploy/echo", "--timeout=180s")
 		kc(t, c, "-n", ns, "wait", "--for=condition=Ready", "rlp/echo-per-api-key", "--timeout=60s")

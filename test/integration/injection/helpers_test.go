@@ -52,7 +52,7 @@ func releaseNamespace(t *testing.T) string {
 // optIn is the opt-in label (or annotation).
 var optIn = map[string]string{inject.LabelInject: inject.ValueEnabled}
 
-// agnhost is config/samples/example-app's app container, alone in a restricted pod, as a
+// agnhost is config/samples/example-app-sidecar's app container, alone in a restricted pod, as a
 // ReplicaSet would create it (generateName), with extra labels and annotations.
 func agnhost(ns string, labels, annotations map[string]string) *corev1.Pod {
 	l := map[string]string{"app.kubernetes.io/name": "echo"}

@@ -15,13 +15,13 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
-// TestInjectedSample: config/samples/example-app-injected's pod, created in a namespace that
+// TestInjectedSample: config/samples/example-app's pod, created in a namespace that
 // did not opt in, gets the sidecar (its own label opts in) as a proxy in front of the app's
 // port; the sample's Service targets the injected proxy port and its NetworkPolicy admits
-// exactly the sidecar's declared ports; its policy is example-app's.
+// exactly the sidecar's declared ports; its policy is example-app-sidecar's.
 func TestInjectedSample(t *testing.T) {
 	objs := map[string]map[string]any{}
-	for _, d := range manifests.Kustomize(t, "config/samples/example-app-injected") {
+	for _, d := range manifests.Kustomize(t, "config/samples/example-app") {
 		objs[d.Object.GetKind()] = d.Object.Object
 	}
 	var dep appsv1.Deployment
@@ -57,9 +57,9 @@ func TestInjectedSample(t *testing.T) {
 		t.Errorf("NetworkPolicy admits %v, the sidecar declares %v", allowed, ports)
 	}
 	root := kube.RepoRoot()
-	a, errA := os.ReadFile(filepath.Join(root, "config/samples/example-app/ratelimitpolicy.yaml"))
-	b, errB := os.ReadFile(filepath.Join(root, "config/samples/example-app-injected/ratelimitpolicy.yaml"))
+	a, errA := os.ReadFile(filepath.Join(root, "config/samples/example-app-sidecar/ratelimitpolicy.yaml"))
+	b, errB := os.ReadFile(filepath.Join(root, "config/samples/example-app/ratelimitpolicy.yaml"))
 	if errA != nil || errB != nil || string(a) != string(b) {
-		t.Errorf("the injected sample's policy is not example-app's (%v, %v)", errA, errB)
+		t.Errorf("the injected sample's policy is not example-app-sidecar's (%v, %v)", errA, errB)
 	}
 }

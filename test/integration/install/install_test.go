@@ -54,8 +54,8 @@ const (
 // Kustomizations under config/ that users apply.
 var (
 	sidecarDir    = filepath.Join("config", "sidecar")
-	exampleAppDir = filepath.Join("config", "samples", "example-app")
-	injectedDir   = filepath.Join("config", "samples", "example-app-injected")
+	exampleAppDir = filepath.Join("config", "samples", "example-app-sidecar")
+	injectedDir   = filepath.Join("config", "samples", "example-app")
 	envoyDir      = filepath.Join("config", "samples", "envoy")
 )
 
@@ -649,8 +649,8 @@ func expectLoad(t *testing.T, sink *recordingSink, want string) {
 	}
 }
 
-// TestInstallSamplesServerSideApply applies config/sidecar, config/samples/example-app,
-// config/samples/example-app-injected (before injection) and config/samples/envoy into a namespace that enforces and warns about the restricted Pod
+// TestInstallSamplesServerSideApply applies config/sidecar, config/samples/example-app-sidecar,
+// config/samples/example-app (before injection) and config/samples/envoy into a namespace that enforces and warns about the restricted Pod
 // Security level: the API server accepts everything without a warning (so the pods are
 // admitted, and the webhook has nothing to say about the policies), and every container of
 // every Deployment is hardened, probed and sized.
