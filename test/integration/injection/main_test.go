@@ -6,14 +6,11 @@
 package injection
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
@@ -76,22 +73,7 @@ func start() (*kube.Env, error) {
 // chartInjectionConfig is the sidecar injection MutatingWebhookConfiguration of
 // `helm template` with sidecarInjection.enabled=true.
 func chartInjectionConfig() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	docs, err := manifests.HelmTemplate(release, releaseNS, "sidecarInjection.enabled=true")
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range docs {
-		u := d.Object
-		if u.GetKind() != "MutatingWebhookConfiguration" || !strings.HasSuffix(u.GetName(), "-sidecar-injection") {
-			continue
-		}
-		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, mwc); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
-		}
-		return mwc, nil
-	}
-	return nil, errors.New("the chart renders no sidecar injection MutatingWebhookConfiguration")
+	return manifests.InjectionWebhook(release, releaseNS)
 }
 
 // env is the control plane, as kube.Require decides.

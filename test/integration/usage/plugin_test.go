@@ -1,8 +1,6 @@
 package usage
 
 import (
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,23 +77,11 @@ func hasRow(out string, fields ...string) bool {
 }
 
 // plugin builds the kubectl-ratelimit binary and returns a runner of it as a user with the
-// kubeconfig *kubeconfig (read at each run), pointed at the rig's usage API: its combined
-// output and exit status.
+// kubeconfig *kubeconfig (read at each run), pointed at the rig's usage API with --server:
+// its combined output and exit status.
 func (r *rig) plugin(t *testing.T, kubeconfig *string, fixed ...string) func(args ...string) (string, int) {
 	t.Helper()
-	plugin := proc.MustBuild(t, "cmd/kubectl-ratelimit")
-	return func(args ...string) (string, int) {
-		t.Helper()
-		all := append([]string{"--kubeconfig", *kubeconfig, "--server", r.url, "--certificate-authority", r.caFile}, fixed...)
-		out, err := exec.Command(plugin, append(all, args...)...).CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return string(out), 0
-		case errors.As(err, &exit):
-			return string(out), exit.ExitCode()
-		}
-		t.Fatalf("run %v: %v", args, err)
-		return "", -1
-	}
+	return binaryRunner(t, proc.MustBuild(t, "cmd/kubectl-ratelimit"), func() []string {
+		return append([]string{"--kubeconfig", *kubeconfig, "--server", r.url, "--certificate-authority", r.caFile}, fixed...)
+	})
 }
