@@ -14,8 +14,9 @@ import (
 // Path is where the webhook is served; the chart's MutatingWebhookConfiguration calls it.
 const Path = "/inject-v1-pod"
 
-// The webhook reads each Pod's namespace labels through the manager's cache.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// The webhook reads each Pod's namespace labels through the manager's cache (the metadata
+// informer the controllers share: list and watch, no get).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
 // Setup validates cfg and registers the webhook on the manager's webhook server.
 func Setup(mgr ctrl.Manager, cfg inject.Config) error {
