@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/testca"
 )
 
 // The usage API as a cluster serves it: through kube-apiserver's aggregation layer, as the
@@ -20,8 +20,8 @@ const usageNamespace, usageService = "ratelimit-system", "ratelimit-operator-usa
 
 // withAggregation makes the front-proxy CA and client certificate and returns the control
 // plane option giving kube-apiserver the aggregation layer's flags.
-func (d *demo) withAggregation() (*kube.Aggregation, error) {
-	agg, err := kube.NewAggregation()
+func (d *demo) withAggregation() (*controlplane.Aggregation, error) {
+	agg, err := controlplane.NewAggregation()
 	if err != nil {
 		return nil, fmt.Errorf("aggregation layer: %w", err)
 	}
@@ -32,12 +32,12 @@ func (d *demo) withAggregation() (*kube.Aggregation, error) {
 // usageServing writes the usage API's serving certificate, for the name the API server
 // verifies (the Service's), signed by a CA the APIService names; it returns the APIService
 // to register once the manager serves.
-func (d *demo) usageServing() (*kube.APIService, string, error) {
-	ca, err := testca.New("demo-usage-ca")
+func (d *demo) usageServing() (*controlplane.APIService, string, error) {
+	ca, err := localca.New("demo-usage-ca")
 	if err != nil {
 		return nil, "", err
 	}
-	api := &kube.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: usageNamespace,
+	api := &controlplane.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: usageNamespace,
 		Service: usageService, CABundle: ca.PEM}
 	leaf, err := ca.Serving(api.ServiceDNSName(), "localhost")
 	if err != nil {
@@ -52,7 +52,7 @@ func (d *demo) usageServing() (*kube.APIService, string, error) {
 
 // registerUsage registers the manager's usage API as an APIService and waits until the
 // API server says it is Available.
-func (d *demo) registerUsage(ctx context.Context, api *kube.APIService) error {
+func (d *demo) registerUsage(ctx context.Context, api *controlplane.APIService) error {
 	api.Addr = d.addrs.usage
 	if err := api.Register(ctx, d.env.Client); err != nil {
 		return fmt.Errorf("register the usage APIService: %w", err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 )
 
 // demo is one run: what it started (to stop it) and what it saw (for the summary).
@@ -20,7 +19,7 @@ type demo struct {
 	out   io.Writer
 	dir   string
 	env   *controlplane.Env
-	agg   *kube.Aggregation
+	agg   *controlplane.Aggregation
 	kcfg  string
 	redis *proc
 	procs []*proc

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
 const (
@@ -25,13 +24,11 @@ const (
 // (helm template with sidecarInjection.enabled=true), which envtest points at the manager's
 // webhook server like the others.
 func withInjectionWebhook() (func(*envtest.Environment), error) {
-	mwc, err := manifests.InjectionWebhook("ratelimit-operator", "ratelimit-system", "sidecarInjection.image="+sidecarImage)
+	mwc, err := controlplane.InjectionWebhook("ratelimit-operator", "ratelimit-system", "sidecarInjection.image="+sidecarImage)
 	if err != nil {
 		return nil, fmt.Errorf("render the chart's injection webhook: %w", err)
 	}
-	return func(e *envtest.Environment) {
-		e.WebhookInstallOptions.MutatingWebhooks = append(e.WebhookInstallOptions.MutatingWebhooks, mwc)
-	}, nil
+	return controlplane.WithInjectionWebhook(mwc), nil
 }
 
 // injection creates config/samples/example-app's pod (the app alone, one label,

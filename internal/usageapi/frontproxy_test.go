@@ -23,7 +23,7 @@ import (
 
 	"github.com/ratelimit-dev/ratelimit-operator/internal/limiter"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/testca"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
@@ -33,13 +33,13 @@ import (
 type frontProxyRig struct {
 	url    string
 	server *x509.CertPool
-	front  *testca.CA
+	front  *localca.CA
 	asked  chan string // the users the authorizer was asked about
 }
 
 func newFrontProxyRig(t *testing.T) *frontProxyRig {
 	t.Helper()
-	front, err := testca.New("front-proxy-ca")
+	front, err := localca.New("front-proxy-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func newFrontProxyRig(t *testing.T) *frontProxyRig {
 
 // get sends GET path with the headers, presenting cert (nil: none), and returns the status
 // and the body.
-func (r *frontProxyRig) get(t *testing.T, path string, cert *testca.Leaf, headers map[string]string) (int, string) {
+func (r *frontProxyRig) get(t *testing.T, path string, cert *localca.Leaf, headers map[string]string) (int, string) {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: r.server, MinVersion: tls.VersionTLS12}
 	if cert != nil {
@@ -130,7 +130,7 @@ var forged = map[string]string{"X-Remote-User": "alice", "X-Remote-Group": "syst
 // anything read, on the usage routes and the discovery documents alike.
 func TestForgedFrontProxyHeadersRefused(t *testing.T) {
 	r := newFrontProxyRig(t)
-	rogue, err := testca.New("front-proxy-ca")
+	rogue, err := localca.New("front-proxy-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestForgedFrontProxyHeadersRefused(t *testing.T) {
 		AggregatedPrefix + "/namespaces/shop/ratelimitpolicies/orders/usage/top",
 		AggregatedPrefix, DiscoveryRoot,
 	}
-	for name, cert := range map[string]*testca.Leaf{"no certificate": nil, "another CA's": rogueCert, "another name's": otherName} {
+	for name, cert := range map[string]*localca.Leaf{"no certificate": nil, "another CA's": rogueCert, "another name's": otherName} {
 		for _, path := range paths {
 			status, body := r.get(t, path, cert, forged)
 			if status != http.StatusUnauthorized || !strings.Contains(body, "not authenticated") {

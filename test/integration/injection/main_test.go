@@ -13,8 +13,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 )
 
 // The release the chart is rendered as: its namespace is never injected.
@@ -73,7 +73,7 @@ func start() (*kube.Env, error) {
 // chartInjectionConfig is the sidecar injection MutatingWebhookConfiguration of
 // `helm template` with sidecarInjection.enabled=true.
 func chartInjectionConfig() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	return manifests.InjectionWebhook(release, releaseNS)
+	return controlplane.InjectionWebhook(release, releaseNS)
 }
 
 // env is the control plane, as kube.Require decides.

@@ -19,11 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/testca"
 )
 
 // aggregatedRig is a rig whose manager also serves the usage API through the suite's
@@ -31,18 +32,18 @@ import (
 // name, and the APIService v1alpha1.usage.ratelimit.dev registered and Available.
 type aggregatedRig struct {
 	*rig
-	api *kube.APIService
+	api *controlplane.APIService
 }
 
 // startAggregatedRig starts the manager and registers its usage API as an APIService, an
 // ExternalName Service naming localhost at the manager's port (there is no kube-proxy).
 func startAggregatedRig(t *testing.T) *aggregatedRig {
 	t.Helper()
-	ca, err := testca.New("usage-serving-ca")
+	ca, err := localca.New("usage-serving-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &kube.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: "ratelimit-system",
+	api := &controlplane.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: "ratelimit-system",
 		Service: "ratelimit-operator-usage", CABundle: ca.PEM}
 	leaf, err := ca.Serving(api.ServiceDNSName(), "localhost")
 	if err != nil {
@@ -310,7 +311,7 @@ func TestAPIServerRefusalsNamed(t *testing.T) {
 }
 
 // TestAPIServerPublishesFrontProxySettings: the suite's kube-apiserver, run with the
-// front-proxy flags (kube.Aggregation), publishes them in
+// front-proxy flags (controlplane.Aggregation), publishes them in
 // kube-system/extension-apiserver-authentication, where the manager reads them.
 func TestAPIServerPublishesFrontProxySettings(t *testing.T) {
 	e := suite.Env(t)
@@ -321,7 +322,7 @@ func TestAPIServerPublishesFrontProxySettings(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"requestheader-client-ca-file":       string(e.Aggregation.CA.PEM),
-		"requestheader-allowed-names":        `["` + kube.FrontProxyClientName + `"]`,
+		"requestheader-allowed-names":        `["` + controlplane.FrontProxyClientName + `"]`,
 		"requestheader-username-headers":     `["X-Remote-User"]`,
 		"requestheader-group-headers":        `["X-Remote-Group"]`,
 		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,

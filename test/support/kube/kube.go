@@ -17,7 +17,7 @@ import (
 type Env struct {
 	*controlplane.Env
 	// Aggregation is the aggregation layer's configuration, when the suite asked for it.
-	Aggregation *Aggregation
+	Aggregation *controlplane.Aggregation
 
 	stops []func() // what runs beside the control plane (the webhook manager), stopped first
 }

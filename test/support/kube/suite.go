@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
 )
 
 // Suite is the control plane one test binary shares: TestMain calls Run, each test calls Env.
@@ -22,7 +24,7 @@ type Suite struct {
 	Aggregation bool
 
 	env *Env
-	agg *Aggregation
+	agg *controlplane.Aggregation
 	err error
 }
 
@@ -59,7 +61,7 @@ func (s *Suite) start() (*Env, error) {
 	}
 	if s.Aggregation {
 		var err error
-		if s.agg, err = NewAggregation(); err != nil {
+		if s.agg, err = controlplane.NewAggregation(); err != nil {
 			return nil, err
 		}
 		opts = append(opts, s.agg.Configure)

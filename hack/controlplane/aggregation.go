@@ -1,4 +1,4 @@
-package kube
+package controlplane
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/testca"
+	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 )
 
 // FrontProxyClientName is the common name of the API server's front-proxy client certificate,
@@ -25,7 +25,7 @@ type Aggregation struct {
 	// Dir holds the CA and the proxy client's pair.
 	Dir string
 	// CA is the front-proxy CA.
-	CA *testca.CA
+	CA *localca.CA
 }
 
 // NewAggregation makes the front-proxy CA and the proxy client certificate in a fresh
@@ -46,7 +46,7 @@ func NewAggregation() (*Aggregation, error) {
 // write makes and writes the CA and the proxy client's pair.
 func (a *Aggregation) write() error {
 	var err error
-	if a.CA, err = testca.New("front-proxy-ca"); err != nil {
+	if a.CA, err = localca.New("front-proxy-ca"); err != nil {
 		return err
 	}
 	if err := os.WriteFile(a.caFile(), a.CA.PEM, 0o600); err != nil {

@@ -1,6 +1,7 @@
-// Package testca makes certificate authorities and the certificates they sign, for tests
-// that need real TLS: front-proxy client certificates, serving certificates for a name.
-package testca
+// Package localca makes certificate authorities and the certificates they sign, for local
+// control planes (the demo, the tests) that need real TLS: front-proxy client certificates,
+// serving certificates for a name.
+package localca
 
 import (
 	"crypto/ecdsa"

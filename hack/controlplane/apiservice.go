@@ -1,4 +1,4 @@
-package kube
+package controlplane
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // apiServiceGVK is apiregistration.k8s.io/v1 APIService (read as unstructured: the
@@ -93,11 +93,12 @@ func (a *APIService) Unregister(ctx context.Context, c client.Client) error {
 // condition when it does not become so within timeout.
 func (a *APIService) Available(ctx context.Context, c client.Client, timeout time.Duration) error {
 	last := "no Available condition"
-	err := wait.Poll(timeout, 200*time.Millisecond, func() error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		api := &unstructured.Unstructured{}
 		api.SetGroupVersionKind(apiServiceGVK)
 		if err := c.Get(ctx, client.ObjectKey{Name: a.Name()}, api); err != nil {
-			return err
+			last = err.Error()
+			return false, nil
 		}
 		conds, _, _ := unstructured.NestedSlice(api.Object, "status", "conditions")
 		for _, raw := range conds {
@@ -106,11 +107,9 @@ func (a *APIService) Available(ctx context.Context, c client.Client, timeout tim
 				continue
 			}
 			last = fmt.Sprintf("%v %v: %v", cond["status"], cond["reason"], cond["message"])
-			if cond["status"] == "True" {
-				return nil
-			}
+			return cond["status"] == "True", nil
 		}
-		return errors.New(last)
+		return false, nil
 	})
 	if err != nil {
 		return fmt.Errorf("apiservice %s not Available: %s", a.Name(), last)
