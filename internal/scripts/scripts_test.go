@@ -93,11 +93,32 @@ var readCommand = regexp.MustCompile(`(?i)redis\.p?call\(\s*['"](m?get|getrange|
 // the most its key kind holds.
 func TestScriptsReadKeysOnlyThroughGet(t *testing.T) {
 	for _, s := range All() {
-		if n := strings.Count(s.Source, "local function get(key, most)"); n != 1 {
+		if n := strings.Count(s.Source, "local function get(key, most, at)"); n != 1 {
 			t.Errorf("%s defines get %d times, want once", s.Name, n)
 		}
 		if m := readCommand.FindAllString(s.Source, -1); len(m) != 2 || !strings.Contains(m[0], "GETRANGE") || !strings.Contains(m[1], "GETRANGE") {
 			t.Errorf("%s reads keys with %q: want get's two GETRANGE calls only", s.Name, m)
+		}
+	}
+}
+
+// TestGetRangeBoundsMatch: each bound get reads up to comes as a number and as the text
+// GETRANGE is given (STATE and STATE_AT): the two must say the same, or a read would be cut
+// short or let a longer value through.
+func TestGetRangeBoundsMatch(t *testing.T) {
+	src := For(Check, Bucket).Source
+	numbers := regexp.MustCompile(`(?m)^local STATE, REPLAY, RECORD, LEASE, MARK, RING = (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)$`).FindStringSubmatch(src)
+	slots := regexp.MustCompile(`(?m)^local SLOTS = (\d+) \* RING$`).FindStringSubmatch(src)
+	texts := regexp.MustCompile(`(?m)^local STATE_AT, REPLAY_AT, RECORD_AT, LEASE_AT, MARK_AT, SLOTS_AT = '(\d+)', '(\d+)', '(\d+)', '(\d+)', '(\d+)', '(\d+)'$`).FindStringSubmatch(src)
+	if numbers == nil || slots == nil || texts == nil {
+		t.Fatalf("the prelude's bounds are not in the form this test reads:\n%s", src[:min(len(src), 6000)])
+	}
+	ring, _ := strconv.Atoi(numbers[6])
+	per, _ := strconv.Atoi(slots[1])
+	want := append(numbers[1:6:6], strconv.Itoa(per*ring))
+	for i, name := range []string{"STATE", "REPLAY", "RECORD", "LEASE", "MARK", "SLOTS"} {
+		if texts[i+1] != want[i] {
+			t.Errorf("%s is %s but %s_AT is '%s'", name, want[i], name, texts[i+1])
 		}
 	}
 }

@@ -77,8 +77,9 @@
 -- reads a key otherwise: a test (TestScriptsReadKeysOnlyThroughGet) refuses MGET, GET and
 -- GETRANGE anywhere else. docs/security.md has the table of key kinds.
 --
--- get(key, most) is key's value when it is a string of 1 to most bytes, else false: missing,
--- of another type, or longer than most (no value of ours is: it is not ours). Its second
+-- get(key, most, at) is key's value when it is a string of 1 to most bytes, else false:
+-- missing, of another type, or longer than most (no value of ours is: it is not ours); at is
+-- most in text, GETRANGE's last index (the bounds below come in both forms). Its second
 -- result, odd, is true when the key holds something that is neither missing nor such a
 -- value (a longer string, another type): a record must be refused then, not taken for none.
 -- GETRANGE hands the script at most most + 1 bytes whatever the key holds, so a value of
@@ -95,21 +96,25 @@
 --            reservation not yet settled: '<dd'
 --   LEASE    a lease's record: '<d' then '<ddd' per limit (at most 8)
 --   SLOTS    an identity's concurrency slots: a ring of RING buckets of 16 bytes
---            (the acquire script); a slot's own key holds 16 bytes
-local STATE, REPLAY, RECORD, LEASE, RING = 32, 40, 216, 200, 32
+--            (the acquire script)
+--   MARK     a slot's own key: 16 bytes
+-- Each comes twice: a number, and the same in text (_AT) for GETRANGE's last index: Redis
+-- writes a Lua number out with '%.17g' for a command, an eighth of a check's work.
+local STATE, REPLAY, RECORD, LEASE, MARK, RING = 32, 40, 216, 200, 16, 32
 local SLOTS = 16 * RING
+local STATE_AT, REPLAY_AT, RECORD_AT, LEASE_AT, MARK_AT, SLOTS_AT = '32', '40', '216', '200', '16', '512'
 -- RINGFORMAT reads or writes the whole ring in one struct call: '>' then RING times 'dd'.
 -- Written out: a function library's top level, run at FUNCTION LOAD, has no string library.
 local RINGFORMAT = '>dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd'
 
-local function get(key, most)
-  local v = redis.pcall('GETRANGE', key, 0, most)
+local function get(key, most, at)
+  local v = redis.pcall('GETRANGE', key, '0', at)
   if type(v) == 'table' then
     if v.err and string.sub(v.err, 1, 9) == 'WRONGTYPE' then
       return false, true
     end
     -- Any other refusal: call again, unprotected, so the script fails with it.
-    return redis.call('GETRANGE', key, 0, most)
+    return redis.call('GETRANGE', key, '0', at)
   end
   if #v == 0 then
     return false, false
@@ -137,9 +142,9 @@ end
 -- get (the prelude) reads each key, at most STATE or RECORD bytes.
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
-local rec, odd = get(KEYS[n + 1], RECORD)
+local rec, odd = get(KEYS[n + 1], RECORD, RECORD_AT)
 if odd then
   return redis.error_reply('ERR ratelimit: the record is of no shape this script writes')
 end

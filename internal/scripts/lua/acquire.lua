@@ -59,9 +59,9 @@ end
 -- get (the prelude) reads each key, at most STATE or SLOTS bytes.
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
-vals[n + 1] = get(KEYS[n + 1], SLOTS)
+vals[n + 1] = get(KEYS[n + 1], SLOTS, SLOTS_AT)
 {{template "now" .}}
 -- px: the keys' PX, ARGV[2] unless a calendar window raises it (the body does).
 local px = ARGV[2]
@@ -109,9 +109,9 @@ if allowed then
         last = R[j]
       end
     end
-    redis.call('SET', KEYS[n + 1], struct.pack(RINGFORMAT, unpack(R, 1, 2 * RING)), 'PX', math.ceil((last - now) / 1000) + 1)
+    redis.call('SET', KEYS[n + 1], struct.pack(RINGFORMAT, unpack(R, 1, 2 * RING)), 'PX', string.format('%d', math.ceil((last - now) / 1000) + 1))
     -- The slot's own key: its bucket's place in the ring and end, until that end.
-    redis.call('SET', KEYS[n + 2], struct.pack('>dd', (k + 1) / 2, R[k]), 'PX', math.ceil((R[k] - now) / 1000) + 1)
+    redis.call('SET', KEYS[n + 2], struct.pack('>dd', (k + 1) / 2, R[k]), 'PX', string.format('%d', math.ceil((R[k] - now) / 1000) + 1))
     held = held + 1
     if most - held < rem then
       idx, rem, rst = n + 1, most - held, life * 1000

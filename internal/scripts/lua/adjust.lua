@@ -73,9 +73,9 @@ end
 -- get (the prelude) reads each key, at most STATE or RECORD bytes.
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
-local rec, odd = get(KEYS[n + 1], RECORD)
+local rec, odd = get(KEYS[n + 1], RECORD, RECORD_AT)
 if odd then
   return redis.error_reply('ERR ratelimit: the record is of no shape this script writes')
 end

@@ -58,7 +58,7 @@ end
 
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
 
 -- A request id seen before with the same request (fingerprint) gets its first, admitting
@@ -70,7 +70,7 @@ end
 -- so that no value a tenant writes comes back as a reply no check gives.
 local fp = ARGV[4]
 if idem then
-  local seen = get(KEYS[n + 1], REPLAY)
+  local seen = get(KEYS[n + 1], REPLAY, REPLAY_AT)
   if seen and #seen == 24 + #fp and string.sub(seen, 25) == fp then
     local code, rst, replays = struct.unpack('<ddd', seen)
     local index = (code - code % 4) / 4 % 16

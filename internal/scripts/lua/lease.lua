@@ -56,16 +56,16 @@ end
 local px = ARGV[2]
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
 
 -- Return the previous lease's unspent units. A record of another size, or leasing other than
 -- a whole number of units from 1 to 2^40, is none: nothing is returned, and it stays.
 local returned = 0
-local rec = ARGV[4] ~= '-1' and get(KEYS[n + 2], LEASE)
+local rec = ARGV[4] ~= '-1' and get(KEYS[n + 2], LEASE, LEASE_AT)
 local leased = rec and #rec == 8 + 24 * n and struct.unpack('<d', rec)
 if leased and leased >= 1 and leased <= 1099511627776 and leased % 1 == 0 then
-  redis.call('SET', KEYS[n + 2], '', 'PX', 1)
+  redis.call('SET', KEYS[n + 2], '', 'PX', '1')
   local next = math.min(math.max(tonumber(ARGV[4]) or leased, 0), leased)
   for i = 1, n do
     local mark, ra, rb = struct.unpack('<ddd', rec, 9 + 24 * (i - 1))
@@ -155,7 +155,7 @@ for i = 1, n do
   out[i + 1] = struct.pack('<ddd', mark, a, b)
   life = math.max(life, upto)
 end
-redis.call('SET', KEYS[n + 1], table.concat(out), 'PX', math.floor(life / 1000) + 2)
+redis.call('SET', KEYS[n + 1], table.concat(out), 'PX', string.format('%d', math.floor(life / 1000) + 2))
 local reply = {granted, returned, avail - granted}
 for i = 1, n do
   reply[i + 3] = offs[i]

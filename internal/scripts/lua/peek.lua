@@ -52,7 +52,7 @@ local px = ARGV[2]
 local moves
 local vals = {}
 for k = 1, n do
-  vals[k] = get(KEYS[k], STATE)
+  vals[k] = get(KEYS[k], STATE, STATE_AT)
 end
 local out = {1, 0, 0}
 local idx, worst, least = 0, 0, -1
@@ -98,7 +98,7 @@ out[2], out[3] = idx, out[1] == 1 and 0 or worst
 if slots then
   -- The slots held are the counts of the ring's buckets not ended (acquire); a value of
   -- another shape holds none.
-  local v, held = get(KEYS[n + 1], SLOTS), 0
+  local v, held = get(KEYS[n + 1], SLOTS, SLOTS_AT), 0
   if v and #v == 16 * RING then
     local R = {struct.unpack(RINGFORMAT, v)}
     for k = 1, 2 * RING - 1, 2 do

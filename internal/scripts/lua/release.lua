@@ -20,13 +20,13 @@ if #KEYS ~= 2 or #ARGV ~= 0 then
   return redis.error_reply('ERR ratelimit: refused a release of ' .. #KEYS .. ' keys and ' .. #ARGV ..
     ' arguments: this script takes the slots key and the slot key')
 end
-local mark = get(KEYS[2], 16)
+local mark = get(KEYS[2], MARK, MARK_AT)
 if not mark or #mark ~= 16 then
   return 0
 end
-redis.call('SET', KEYS[2], '', 'PX', 1)
+redis.call('SET', KEYS[2], '', 'PX', '1')
 local k, ends = struct.unpack('>dd', mark)
-local v = get(KEYS[1], SLOTS)
+local v = get(KEYS[1], SLOTS, SLOTS_AT)
 if not v or #v ~= 16 * RING or not (k >= 1 and k <= RING and k % 1 == 0) then
   return 0
 end

@@ -30,7 +30,7 @@ if #KEYS ~= 1 or #ARGV ~= 3 or not (cost and cost >= 1 and cost <= 1099511627776
     ' and a life of 1000 to 86400000 ms')
 end
 {{template "now" .}}
-if redis.call('SET', KEYS[1], struct.pack('<dd', cost, now - since), 'PX', life, 'NX') then
+if redis.call('SET', KEYS[1], struct.pack('<dd', cost, now - since), 'PX', string.format('%d', life), 'NX') then
   return 1
 end
 return 0
