@@ -229,9 +229,8 @@ if not allowed then
   end
   if moves then
     for k, m in pairs(moves) do
-      if type(m) == 'number' and m % 1 == 0 and m >= 0 and m < 9007199254740992 then
-        m = string.format('%d', m) -- what Redis would write for the number ('%.17g'), at a third of the cost
-      end
+      -- A whole number in the digits Redis would write for it ('%.17g'), at a third of the cost.
+      if type(m) == 'number' and m % 1 == 0 and m >= 0 and m < 9007199254740992 then m = string.format('%d', m) end
       redis.call('SET', KEYS[k], m, 'PX', px)
     end
   end
@@ -240,12 +239,9 @@ end
 -- Every limit admits: write every new state (all-or-nothing).
 for k = 1, n do
   local v = vals[k]
-  if v then
-    if type(v) == 'number' and v % 1 == 0 and v >= 0 and v < 9007199254740992 then
-      v = string.format('%d', v) -- what Redis would write for the number ('%.17g'), at a third of the cost
-    end
-    redis.call('SET', KEYS[k], v, 'PX', px)
-  end
+  -- A whole number in the digits Redis would write for it ('%.17g'), at a third of the cost.
+  if type(v) == 'number' and v % 1 == 0 and v >= 0 and v < 9007199254740992 then v = string.format('%d', v) end
+  if v then redis.call('SET', KEYS[k], v, 'PX', px) end
 end
 code = code + 1
 if idem then
