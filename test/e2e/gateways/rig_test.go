@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,14 +78,52 @@ func startRig(t *testing.T, sidecar string) *rig {
 	r.upstream = up.Listener.Addr().String()
 	r.snapshot = filepath.Join(t.TempDir(), "snapshot.json")
 	r.publish(t, policies(3)...)
-	r.fwdAuth = wait.FreeAddr(t)
-	metrics := wait.FreeAddr(t)
-	r.stopSidecar = startProcess(t, "sidecar", exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
-		"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", r.fwdAuth,
-		"--http-bind-address", "", "--grpc-bind-address", "", "--metrics-bind-address", metrics,
-		"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s"))
-	wait.HTTPStatus(t, nil, "http://"+metrics+"/readyz", http.StatusOK, startWait, func() error { return nil })
+	r.startSidecar(t, sidecar)
 	return r
+}
+
+// bindAttempts bounds how often the sidecar is started again on fresh ports when one of the
+// ports chosen free was taken before it bound them (by another test package running at the
+// same time).
+const bindAttempts = 3
+
+// startSidecar runs the sidecar's forward-auth front on free loopback ports and waits until
+// it is ready; a start lost to a port taken in between is retried on new ports.
+func (r *rig) startSidecar(t *testing.T, sidecar string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs := wait.FreeAddrs(t, 2)
+		r.fwdAuth = addrs[0]
+		p := proc.Start(t, "sidecar", exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
+			"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", r.fwdAuth,
+			"--http-bind-address", "", "--grpc-bind-address", "", "--metrics-bind-address", addrs[1],
+			"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s"))
+		r.stopSidecar = func() { p.Halt(5 * time.Second) }
+		t.Cleanup(r.stopSidecar)
+		err := wait.Poll(startWait, 100*time.Millisecond, func() error {
+			if err := p.Gone(); err != nil {
+				return wait.Abort(err)
+			}
+			resp, err := http.Get("http://" + addrs[1] + "/readyz")
+			if err != nil {
+				return err
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("readyz answered %s", resp.Status)
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			return
+		case attempt < bindAttempts && strings.Contains(p.Out.String(), "address already in use"):
+			t.Logf("sidecar start %d lost a port chosen free (%v); again on new ports", attempt, err)
+			r.stopSidecar()
+		default:
+			t.Fatalf("sidecar not ready: %v\n%s", err, p.Out.String())
+		}
+	}
 }
 
 // publish replaces the snapshot file atomically, as a policy edit does.
