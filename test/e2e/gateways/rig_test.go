@@ -139,13 +139,11 @@ func (r *rig) publish(t *testing.T, ps ...*v1alpha1.RateLimitPolicy) {
 }
 
 // startProcess starts cmd (proc.Start) and halts it when the test ends (SIGTERM, then
-// SIGKILL after 5s). The stop function it returns halts it earlier.
-func startProcess(t *testing.T, name string, cmd *exec.Cmd) (stop func()) {
+// SIGKILL after 5s).
+func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
 	t.Helper()
 	p := proc.Start(t, name, cmd)
-	stop = func() { p.Halt(5 * time.Second) }
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(func() { p.Halt(5 * time.Second) })
 }
 
 // repoFile is the text of a file of this repository, as shipped.
