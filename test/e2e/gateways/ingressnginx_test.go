@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // ingressNginxConf is what ingress-nginx's template (rootfs/etc/nginx/template/nginx.tmpl)
@@ -99,7 +98,8 @@ func startIngressNginx(t *testing.T, r *rig) string {
 		t.Fatal(err)
 	}
 	target := strings.Replace(raw, authURL.Host, r.fwdAuth, 1)
-	addr := wait.FreeAddr(t)
-	return runNginx(t, addr, strings.NewReplacer("{LISTEN}", addr, "{HOST}", host, "{AUTH_URL}", target,
-		"{UPSTREAM}", r.upstream).Replace(ingressNginxConf))
+	return runNginx(t, func(addr string) string {
+		return strings.NewReplacer("{LISTEN}", addr, "{HOST}", host, "{AUTH_URL}", target,
+			"{UPSTREAM}", r.upstream).Replace(ingressNginxConf)
+	})
 }

@@ -7,10 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/missing"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
 )
 
 // installHint says how to get the proxies.
@@ -27,47 +25,50 @@ func startCaddy(t *testing.T, r *rig) string {
 	if err := os.WriteFile(conf, []byte(repoFile(t, "config/gateways/caddy/Caddyfile")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := wait.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", conf)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"SERVED_HOSTS="+servedHosts, "LISTEN_PORT="+port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR="+r.fwdAuth, "UPSTREAM_ADDR="+r.upstream)
-	startProcess(t, "caddy", cmd)
-	waitListening(t, "caddy", addr)
-	return addr
+	addrs, _ := startOnFreePorts(t, "caddy", 1, func(addrs []string) *exec.Cmd {
+		_, port, _ := net.SplitHostPort(addrs[0])
+		cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", conf)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+			"SERVED_HOSTS="+servedHosts, "LISTEN_PORT="+port, "BIND_HOST=127.0.0.1", "SIDECAR_ADDR="+r.fwdAuth, "UPSTREAM_ADDR="+r.upstream)
+		return cmd
+	}, listening)
+	return addrs[0]
 }
 
 // startNginx runs the shipped nginx.conf, its placeholders replaced with servedHosts and r's
 // addresses, with real nginx in front of r on a free loopback port, and returns its address.
 func startNginx(t *testing.T, r *rig) string {
 	t.Helper()
-	addr := wait.FreeAddr(t)
-	conf := strings.NewReplacer("${LISTEN_ADDR}", addr, "${SERVER_NAMES}", servedHosts, "${SIDECAR_ADDR}", r.fwdAuth,
-		"${UPSTREAM_ADDR}", r.upstream).Replace(repoFile(t, "config/gateways/nginx/nginx.conf"))
-	if strings.Contains(conf, "${") {
-		t.Fatal("nginx.conf: a placeholder the test does not know")
-	}
-	return runNginx(t, addr, conf)
+	shipped := repoFile(t, "config/gateways/nginx/nginx.conf")
+	return runNginx(t, func(addr string) string {
+		conf := strings.NewReplacer("${LISTEN_ADDR}", addr, "${SERVER_NAMES}", servedHosts, "${SIDECAR_ADDR}", r.fwdAuth,
+			"${UPSTREAM_ADDR}", r.upstream).Replace(shipped)
+		if strings.Contains(conf, "${") {
+			t.Fatal("nginx.conf: a placeholder the test does not know")
+		}
+		return conf
+	})
 }
 
-// runNginx runs real nginx with the configuration conf, which listens on addr, until the
-// test ends, and returns addr.
-func runNginx(t *testing.T, addr, conf string) string {
+// runNginx runs real nginx with the configuration conf(addr) makes for a free loopback
+// address, until the test ends, and returns that address.
+func runNginx(t *testing.T, conf func(addr string) string) string {
 	t.Helper()
 	bin := nginxBinary(t)
-	dir := t.TempDir()
-	// nginx's workers run as nobody under root: they must reach the prefix's temp paths.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startProcess(t, "nginx", exec.Command(bin, "-p", dir, "-c", path, "-g", "daemon off;"))
-	waitListening(t, "nginx", addr)
-	return addr
+	addrs, _ := startOnFreePorts(t, "nginx", 1, func(addrs []string) *exec.Cmd {
+		dir := t.TempDir()
+		// nginx's workers run as nobody under root: they must reach the prefix's temp paths.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "nginx.conf")
+		if err := os.WriteFile(path, []byte(conf(addrs[0])), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return exec.Command(bin, "-p", dir, "-c", path, "-g", "daemon off;")
+	}, listening)
+	return addrs[0]
 }
 
 // nginxBinary is nginx from PATH or /usr/sbin, which a non-root PATH may lack.
@@ -80,16 +81,4 @@ func nginxBinary(t *testing.T) string {
 		return "/usr/sbin/nginx"
 	}
 	return missing.Tool(t, "nginx", installHint)
-}
-
-// waitListening waits until something accepts connections on addr.
-func waitListening(t *testing.T, name, addr string) {
-	t.Helper()
-	wait.Eventually(t, startWait, name+" listening on "+addr, func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/ratelimit-dev/ratelimit-operator/api/v1alpha1"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/policytest"
-	"github.com/ratelimit-dev/ratelimit-operator/test/support/proc"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/redistest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/snapshottest"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/wait"
@@ -82,48 +80,17 @@ func startRig(t *testing.T, sidecar string) *rig {
 	return r
 }
 
-// bindAttempts bounds how often the sidecar is started again on fresh ports when one of the
-// ports chosen free was taken before it bound them (by another test package running at the
-// same time).
-const bindAttempts = 3
-
-// startSidecar runs the sidecar's forward-auth front on free loopback ports and waits until
-// it is ready; a start lost to a port taken in between is retried on new ports.
+// startSidecar runs the sidecar's forward-auth front on free loopback ports (its address in
+// r.fwdAuth) and waits until it is ready.
 func (r *rig) startSidecar(t *testing.T, sidecar string) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		addrs := wait.FreeAddrs(t, 2)
-		r.fwdAuth = addrs[0]
-		p := proc.Start(t, "sidecar", exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
-			"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", r.fwdAuth,
+	addrs, halt := startOnFreePorts(t, "sidecar", 2, func(addrs []string) *exec.Cmd {
+		return exec.Command(sidecar, "--namespace", namespace, "--snapshot-file", r.snapshot,
+			"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", addrs[0],
 			"--http-bind-address", "", "--grpc-bind-address", "", "--metrics-bind-address", addrs[1],
-			"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s"))
-		r.stopSidecar = func() { p.Halt(5 * time.Second) }
-		t.Cleanup(r.stopSidecar)
-		err := wait.Poll(startWait, 100*time.Millisecond, func() error {
-			if err := p.Gone(); err != nil {
-				return wait.Abort(err)
-			}
-			resp, err := http.Get("http://" + addrs[1] + "/readyz")
-			if err != nil {
-				return err
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("readyz answered %s", resp.Status)
-			}
-			return nil
-		})
-		switch {
-		case err == nil:
-			return
-		case attempt < bindAttempts && strings.Contains(p.Out.String(), "address already in use"):
-			t.Logf("sidecar start %d lost a port chosen free (%v); again on new ports", attempt, err)
-			r.stopSidecar()
-		default:
-			t.Fatalf("sidecar not ready: %v\n%s", err, p.Out.String())
-		}
-	}
+			"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s")
+	}, func(addrs []string) error { return answers200(addrs[1], "/readyz") })
+	r.fwdAuth, r.stopSidecar = addrs[0], halt
 }
 
 // publish replaces the snapshot file atomically, as a policy edit does.
@@ -136,14 +103,6 @@ func (r *rig) publish(t *testing.T, ps ...*v1alpha1.RateLimitPolicy) {
 	if err := os.Rename(tmp, r.snapshot); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// startProcess starts cmd (proc.Start) and halts it when the test ends (SIGTERM, then
-// SIGKILL after 5s).
-func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
-	t.Helper()
-	p := proc.Start(t, name, cmd)
-	t.Cleanup(func() { p.Halt(5 * time.Second) })
 }
 
 // repoFile is the text of a file of this repository, as shipped.
