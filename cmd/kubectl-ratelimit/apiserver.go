@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The usage API as the Kubernetes API server serves it through its aggregation layer
@@ -35,21 +34,10 @@ const (
 // (a request would be denied) as an answer and paces overviews with Retry-After, which a
 // RESTClient would retry on its own and hide.
 func (o *connectionOptions) apiServerClient() (*usageClient, error) {
-	overrides := o.overrides
-	overrides.AuthInfo.Token = o.token
-	overrides.ClusterInfo.CertificateAuthority = o.caFile
-	overrides.ClusterInfo.InsecureSkipTLSVerify = o.insecure
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &overrides).ClientConfig()
-	if clientcmd.IsEmptyConfig(err) {
-		return nil, fmt.Errorf("no kubeconfig to reach the Kubernetes API server with (pass --kubeconfig, "+
-			"or --server to call the usage server directly): %w", err)
-	}
+	cfg, err := o.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		return nil, err
 	}
-	cfg.UserAgent = userAgent
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the kubeconfig's credentials: %w", err)

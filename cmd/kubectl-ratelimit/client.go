@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -67,9 +68,36 @@ func (o *connectionOptions) addFlags(root *cobra.Command) {
 // kubeConfig loads the kubeconfig as kubectl does: --kubeconfig, else $KUBECONFIG, else
 // ~/.kube/config (in a pod, the pod's service account), with --context and -n applied.
 func (o *connectionOptions) kubeConfig() clientcmd.ClientConfig {
+	return o.clientConfig(&o.overrides)
+}
+
+// clientConfig is kubeConfig with overrides in place of the flags'.
+func (o *connectionOptions) clientConfig(overrides *clientcmd.ConfigOverrides) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides)
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// restConfig is how the plugin reaches the Kubernetes API server, as kubectl does: the
+// kubeconfig with --context, and, unless --server names the usage server (whose they are
+// then), --token, --certificate-authority and --insecure-skip-tls-verify.
+func (o *connectionOptions) restConfig() (*rest.Config, error) {
+	overrides := o.overrides
+	if !o.direct() {
+		overrides.AuthInfo.Token = o.token
+		overrides.ClusterInfo.CertificateAuthority = o.caFile
+		overrides.ClusterInfo.InsecureSkipTLSVerify = o.insecure
+	}
+	cfg, err := o.clientConfig(&overrides).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, fmt.Errorf("no kubeconfig to reach the Kubernetes API server with (pass --kubeconfig, "+
+			"or --server to call the usage server directly): %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = userAgent
+	return cfg, nil
 }
 
 // namespace is -n, else the kubeconfig context's namespace, else "default" (also when there
@@ -87,9 +115,9 @@ func (o *connectionOptions) namespace() (string, error) {
 
 // kubeClient is a client of the Kubernetes API as the kubeconfig's user, as kubectl is.
 func (o *connectionOptions) kubeClient() (kubernetes.Interface, error) {
-	cfg, err := o.kubeConfig().ClientConfig()
+	cfg, err := o.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		return nil, err
 	}
 	cfg.Timeout = requestTimeout
 	cs, err := kubernetes.NewForConfig(cfg)

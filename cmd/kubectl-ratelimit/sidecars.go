@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -86,7 +88,7 @@ func (o *sidecarsOptions) run(ctx context.Context, out io.Writer) error {
 		return rows[i].Namespace+"/"+rows[i].Name < rows[k].Namespace+"/"+rows[k].Name
 	})
 	if o.output == "json" {
-		body, err := json.Marshal(map[string]any{"injecting": keys(current), "pods": rows})
+		body, err := json.Marshal(map[string]any{"injecting": slices.Sorted(maps.Keys(current)), "pods": rows})
 		if err != nil {
 			return err
 		}
@@ -150,20 +152,10 @@ func writeSidecars(w io.Writer, rows []injectedPod, current map[string]bool) err
 	case len(current) == 0:
 		summary += "the image injected now is unknown (no sidecar-injection webhook configuration could be read)"
 	case outdated > 0:
-		summary += fmt.Sprintf("%d run an older image than %v: restart their workloads (kubectl rollout restart) to update them", outdated, keys(current))
+		summary += fmt.Sprintf("%d run an older image than %v: restart their workloads (kubectl rollout restart) to update them", outdated, slices.Sorted(maps.Keys(current)))
 	default:
-		summary += fmt.Sprintf("all run %v", keys(current))
+		summary += fmt.Sprintf("all run %v", slices.Sorted(maps.Keys(current)))
 	}
 	_, err := fmt.Fprintln(w, summary)
 	return err
-}
-
-// keys is the set's members, sorted.
-func keys(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

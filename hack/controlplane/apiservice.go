@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -35,6 +37,25 @@ type APIService struct {
 	// CABundle is the PEM CA the server's certificate chains to; the certificate must name
 	// Service.Namespace.svc, the name the API server verifies.
 	CABundle []byte
+}
+
+// NewAPIService is the APIService group/version served through the Service namespace/service,
+// with a serving certificate for the name the API server verifies (ServiceDNSName, and
+// localhost) written as tls.crt and tls.key into dir, signed by a fresh CA it names.
+func NewAPIService(group, version, namespace, service, dir string) (*APIService, error) {
+	ca, err := localca.New(group + "-serving-ca")
+	if err != nil {
+		return nil, err
+	}
+	api := &APIService{Group: group, Version: version, Namespace: namespace, Service: service, CABundle: ca.PEM}
+	leaf, err := ca.Serving(api.ServiceDNSName(), "localhost")
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := leaf.Write(dir); err != nil {
+		return nil, err
+	}
+	return api, nil
 }
 
 // Name is the APIService's name, version.group.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
-	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
 )
 
@@ -33,21 +32,9 @@ func (d *demo) withAggregation() (*controlplane.Aggregation, error) {
 // verifies (the Service's), signed by a CA the APIService names; it returns the APIService
 // to register once the manager serves.
 func (d *demo) usageServing() (*controlplane.APIService, string, error) {
-	ca, err := localca.New("demo-usage-ca")
-	if err != nil {
-		return nil, "", err
-	}
-	api := &controlplane.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: usageNamespace,
-		Service: usageService, CABundle: ca.PEM}
-	leaf, err := ca.Serving(api.ServiceDNSName(), "localhost")
-	if err != nil {
-		return nil, "", err
-	}
 	dir := filepath.Join(d.dir, "usage-tls")
-	if _, _, err := leaf.Write(dir); err != nil {
-		return nil, "", err
-	}
-	return api, dir, nil
+	api, err := controlplane.NewAPIService(usageapi.Group, usageapi.Version, usageNamespace, usageService, dir)
+	return api, dir, err
 }
 
 // registerUsage registers the manager's usage API as an APIService and waits until the

@@ -97,7 +97,7 @@ func Read(source string, r io.Reader) ([]Document, error) {
 // RedisBackend gets a Result; documents of other kinds are left out and counted in skipped.
 func (l *Linter) Lint(ctx context.Context, docs []Document) (results []Result, skipped int) {
 	policies := map[string]*v1alpha1.RateLimitPolicy{} // admitted ones, by namespace/name
-	var overrides []int
+	var overrides []pendingOverride
 	for _, d := range docs {
 		ks := l.schemas[d.GVK]
 		if ks == nil {
@@ -108,15 +108,22 @@ func (l *Linter) Lint(ctx context.Context, docs []Document) (results []Result, s
 		if p != nil {
 			policies[p.Namespace+"/"+p.Name] = p
 		}
-		if d.GVK.Kind == "RateLimitOverride" && len(r.Errors) == 0 {
-			overrides = append(overrides, len(results))
-		}
 		results = append(results, r)
+		if d.GVK.Kind == "RateLimitOverride" && len(r.Errors) == 0 {
+			overrides = append(overrides, pendingOverride{result: len(results) - 1, doc: d})
+		}
 	}
-	for _, i := range overrides {
-		l.fitOverride(&results[i], docs, policies)
+	for _, o := range overrides {
+		l.fitOverride(&results[o.result], o.doc, policies)
 	}
 	return results, skipped
+}
+
+// pendingOverride is an admitted override, checked against its policy once every document
+// is read: its result's index, and its document.
+type pendingOverride struct {
+	result int
+	doc    Document
 }
 
 // lintOne is the cluster's admission of one document of a kind this repository defines, and
@@ -198,15 +205,11 @@ func (l *Linter) admitPolicy(ctx context.Context, obj map[string]any, ks *kindSc
 
 // fitOverride checks an admitted override against its policy when the policy is among the
 // documents, as the controller does before publishing it; otherwise it says it could not.
-func (l *Linter) fitOverride(r *Result, docs []Document, policies map[string]*v1alpha1.RateLimitPolicy) {
+func (l *Linter) fitOverride(r *Result, d Document, policies map[string]*v1alpha1.RateLimitPolicy) {
 	var o v1alpha1.RateLimitOverride
-	for _, d := range docs {
-		if d.Source == r.Source {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, &o); err != nil {
-				r.Errors = append(r.Errors, field.InternalError(nil, err))
-				return
-			}
-		}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, &o); err != nil {
+		r.Errors = append(r.Errors, field.InternalError(nil, err))
+		return
 	}
 	p := policies[o.Namespace+"/"+o.Spec.PolicyName]
 	if p == nil {

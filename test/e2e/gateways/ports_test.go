@@ -1,9 +1,7 @@
 package gateways_test
 
 import (
-	"fmt"
 	"net"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -59,17 +57,4 @@ func listening(addrs []string) error {
 		return err
 	}
 	return c.Close()
-}
-
-// answers200 is a ready check: http://<the address>path answers 200.
-func answers200(addr, path string) error {
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", path, resp.Status)
-	}
-	return nil
 }

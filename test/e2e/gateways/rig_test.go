@@ -89,7 +89,9 @@ func (r *rig) startSidecar(t *testing.T, sidecar string) {
 			"--redis-addrs", r.redis.Addr(), "--forward-auth-bind-address", addrs[0],
 			"--http-bind-address", "", "--grpc-bind-address", "", "--metrics-bind-address", addrs[1],
 			"--drain-delay", "0s", "--shutdown-grace", "2s", "--redis-timeout", "1s")
-	}, func(addrs []string) error { return answers200(addrs[1], "/readyz") })
+	}, func(addrs []string) error {
+		return wait.Answers(http.DefaultClient, "http://"+addrs[1]+"/readyz", http.StatusOK)
+	})
 	r.fwdAuth, r.stopSidecar = addrs[0], halt
 }
 

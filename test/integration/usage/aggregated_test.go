@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ratelimit-dev/ratelimit-operator/hack/controlplane"
-	"github.com/ratelimit-dev/ratelimit-operator/hack/localca"
 	"github.com/ratelimit-dev/ratelimit-operator/internal/usageapi"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/kube"
 	"github.com/ratelimit-dev/ratelimit-operator/test/support/manifests"
@@ -39,18 +38,9 @@ type aggregatedRig struct {
 // ExternalName Service naming localhost at the manager's port (there is no kube-proxy).
 func startAggregatedRig(t *testing.T) *aggregatedRig {
 	t.Helper()
-	ca, err := localca.New("usage-serving-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := &controlplane.APIService{Group: usageapi.Group, Version: usageapi.Version, Namespace: "ratelimit-system",
-		Service: "ratelimit-operator-usage", CABundle: ca.PEM}
-	leaf, err := ca.Serving(api.ServiceDNSName(), "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
 	certDir := t.TempDir()
-	if _, _, err := leaf.Write(certDir); err != nil {
+	api, err := controlplane.NewAPIService(usageapi.Group, usageapi.Version, "ratelimit-system", "ratelimit-operator-usage", certDir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := launchRig(t, certDir, []string{"--usage-front-proxy"})

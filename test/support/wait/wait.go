@@ -151,6 +151,19 @@ func Exit(err error) error {
 	return fmt.Errorf("%w: %w", ErrExited, err)
 }
 
+// Answers is nil when one GET of url through c answers want, else why not.
+func Answers(c *http.Client, url string, want int) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
+}
+
 // HTTPStatus polls url with GET (through c, or a client with a 2s timeout when c is nil)
 // every 100ms until it answers want. It fails the test after timeout, or as soon as gone
 // returns an error: gone says whether the server's process has exited (nil while it runs;
@@ -164,15 +177,7 @@ func HTTPStatus(t testing.TB, c *http.Client, url string, want int, timeout time
 		if err := gone(); err != nil {
 			return Abort(err)
 		}
-		resp, err := c.Get(url)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != want {
-			return fmt.Errorf("answered %s", resp.Status)
-		}
-		return nil
+		return Answers(c, url, want)
 	})
 	if err != nil {
 		t.Fatalf("%s did not answer %d: %v", url, want, err)
